@@ -1,0 +1,5 @@
+import sys
+
+from vdbbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The benchmark: runner, metrics, results, plots, gate. Knows nothing of any one engine."""

@@ -1,0 +1,7 @@
+"""`vdbbench` subcommands of the bench area."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    """Add this area's subcommands to the `vdbbench` parser."""

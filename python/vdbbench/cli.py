@@ -1,0 +1,53 @@
+"""The `vdbbench` command: each area registers its own subcommands here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+
+# Each module named here exposes `register(subparsers)`; the handler it sets with
+# `set_defaults(func=...)` returns the process exit code (0 ok, 1 target missed, 2 bad usage).
+_AREAS = (
+    "vdbbench.bench.cli",
+    "vdbbench.datasets.cli",
+    "vdbbench.agent.cli",
+)
+
+
+class UsageError(Exception):
+    """Bad usage that argparse cannot see (unknown index name, unwritable directory...): exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from vdbbench import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="vdbbench",
+        description="Benchmark and optimize the vdbbench IVF engine against its peers.",
+    )
+    parser.add_argument("--version", action="version", version=f"vdbbench {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for area in _AREAS:
+        import_module(area).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"vdbbench {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
