@@ -1,0 +1,91 @@
+//! Scalar twins of every kernel: the reference for the SIMD paths, and the fallback.
+
+use half::f16;
+
+pub fn l2_f32(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
+}
+
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+pub fn l2_f32_f16(q: &[f32], x: &[f16]) -> f32 {
+    debug_assert_eq!(q.len(), x.len());
+    q.iter()
+        .zip(x)
+        .map(|(a, b)| {
+            let d = a - b.to_f32();
+            d * d
+        })
+        .sum()
+}
+
+pub fn dot_f32_f16(q: &[f32], x: &[f16]) -> f32 {
+    debug_assert_eq!(q.len(), x.len());
+    q.iter().zip(x).map(|(a, b)| a * b.to_f32()).sum()
+}
+
+pub fn l2_u8(a: &[u8], b: &[u8]) -> u32 {
+    debug_assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            let d = x as i32 - y as i32;
+            (d * d) as u32
+        })
+        .sum()
+}
+
+pub fn dot_f32_u8(q: &[f32], c: &[u8]) -> f32 {
+    debug_assert_eq!(q.len(), c.len());
+    q.iter().zip(c).map(|(a, &b)| a * b as f32).sum()
+}
+
+fn batch<T, R>(q: &[T], rows: &[impl Copy], out: &mut [R], f: impl Fn(&[T], usize) -> R) {
+    let dim = q.len();
+    debug_assert_eq!(rows.len(), dim * out.len());
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = f(q, i * dim);
+    }
+}
+
+pub fn l2_f32_batch(q: &[f32], rows: &[f32], out: &mut [f32]) {
+    batch(q, rows, out, |q, off| l2_f32(q, &rows[off..off + q.len()]))
+}
+
+pub fn dot_f32_batch(q: &[f32], rows: &[f32], out: &mut [f32]) {
+    batch(q, rows, out, |q, off| dot_f32(q, &rows[off..off + q.len()]))
+}
+
+pub fn l2_f32_f16_batch(q: &[f32], rows: &[f16], out: &mut [f32]) {
+    batch(q, rows, out, |q, off| l2_f32_f16(q, &rows[off..off + q.len()]))
+}
+
+pub fn dot_f32_f16_batch(q: &[f32], rows: &[f16], out: &mut [f32]) {
+    batch(q, rows, out, |q, off| dot_f32_f16(q, &rows[off..off + q.len()]))
+}
+
+pub fn l2_u8_batch(q: &[u8], rows: &[u8], out: &mut [u32]) {
+    batch(q, rows, out, |q, off| l2_u8(q, &rows[off..off + q.len()]))
+}
+
+pub fn dot_f32_u8_batch(q: &[f32], rows: &[u8], out: &mut [f32]) {
+    batch(q, rows, out, |q, off| dot_f32_u8(q, &rows[off..off + q.len()]))
+}
+
+pub fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
+    debug_assert_eq!(src.len(), dst.len());
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = f16::from_f32(*s);
+    }
+}
+
+pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
+    debug_assert_eq!(src.len(), dst.len());
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = s.to_f32();
+    }
+}

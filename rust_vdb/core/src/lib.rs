@@ -1,0 +1,3 @@
+//! vdb-core: the vdbbench engine. Pure Rust; the Python bindings live in `rust_vdb/py`.
+
+pub mod kernels;
