@@ -1,0 +1,1 @@
+"""Peer indexes (faiss) run through the same benchmark runner as ours; see `faiss_peers`."""

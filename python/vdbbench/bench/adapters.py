@@ -1,0 +1,147 @@
+"""The one adapter interface every benchmarked index (ours and the faiss peers) implements."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class BuildInfo:
+    """What building an index cost: seconds to train and to add, bytes it holds."""
+
+    train_s: float
+    add_s: float
+    bytes: int | None  # None: the runner measures it from the saved index
+    cached: bool = False  # True when the index (and these figures) came from the on-disk cache
+
+
+@dataclass(frozen=True)
+class ParamSpace:
+    """The search knobs of an index, in order of increasing recall and cost.
+
+    ``primary`` is swept adaptively (doubling from ``start`` until the target recall is passed,
+    then bisected) between ``start`` and ``stop`` inclusive, unless ``primary_values`` fixes the
+    list. ``secondary`` maps each other knob to the values to sweep in full (one adaptive sweep
+    of the primary knob per combination). ``fixed`` knobs are passed unchanged at every point.
+    """
+
+    primary: str
+    start: int
+    stop: int
+    primary_values: tuple[int, ...] | None = None
+    secondary: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    fixed: dict[str, object] = field(default_factory=dict)
+
+    def combos(self) -> list[dict[str, object]]:
+        """Every combination of the secondary knobs (plus the fixed ones), in sweep order."""
+        out: list[dict[str, object]] = [dict(self.fixed)]
+        for name, values in self.secondary.items():
+            out = [{**c, name: v} for c in out for v in values]
+        return out
+
+
+def default_nlist(n: int) -> int:
+    """The nlist both our IVF and the faiss IVF peers use unless told otherwise: 4*sqrt(n)."""
+    return max(1, min(n, int(round(4.0 * math.sqrt(n)))))
+
+
+def train_sample_size(n: int, nlist: int) -> int:
+    """Vectors given to k-means: 64 per list (faiss' own guidance is 39..256), at most all n."""
+    return min(n, max(64 * nlist, 10_000))
+
+
+def train_sample(base: np.ndarray, nlist: int, seed: int = 0) -> np.ndarray:
+    """The same seeded random subset of the base vectors, for ours and every faiss peer."""
+    m = train_sample_size(base.shape[0], nlist)
+    if m >= base.shape[0]:
+        return base
+    rows = np.sort(np.random.default_rng(seed).choice(base.shape[0], size=m, replace=False))
+    return np.ascontiguousarray(base[rows])
+
+
+@dataclass
+class RunOptions:
+    """What the user asked of the index under test (ignored by adapters that lack the knob)."""
+
+    k: int = 10
+    nlist: int | None = None
+    nprobe: tuple[int, ...] | None = None  # explicit list; None = adaptive
+    rerank: tuple[int, ...] | None = None  # explicit list; None = the adapter's default sweep
+    storage: str = "u8+f16"
+    ef_search: tuple[int, ...] | None = None
+    seed: int = 0
+
+
+class Adapter(ABC):
+    """An index under benchmark. Subclasses are a few lines: build, search, knobs."""
+
+    name: str = ""
+    metrics: tuple[str, ...] = ("l2", "ip", "cosine")
+    #: False for indexes that cannot be saved (rebuilt every run); True for cached peers.
+    cacheable: bool = False
+
+    def __init__(self, dim: int, n: int, metric: str, options: RunOptions):
+        self.dim = dim
+        self.n = n
+        self.metric = metric
+        self.options = options
+
+    @classmethod
+    def supports(cls, metric: str) -> bool:
+        return metric in cls.metrics
+
+    @abstractmethod
+    def build_params(self) -> dict[str, object]:
+        """The construction parameters, recorded in the result and part of the cache key."""
+
+    @abstractmethod
+    def build(self, base: np.ndarray) -> BuildInfo:
+        """Train on a sample of ``base`` and add all of it (ids 0..n-1)."""
+
+    @abstractmethod
+    def search(self, queries: np.ndarray, k: int, params: dict, threads: int) -> np.ndarray:
+        """Ids (nq, k) int64 of the approximate k nearest neighbours, -1 for none."""
+
+    @abstractmethod
+    def param_space(self) -> ParamSpace:
+        """The sweepable knobs for this run (honouring the explicit lists in ``options``)."""
+
+    def stage_stats(self) -> dict | None:
+        """Per-stage counts and seconds of the last search, when the index reports them."""
+        return None
+
+    def versions(self) -> dict[str, str]:
+        """Library versions worth recording in the machine section (e.g. faiss)."""
+        return {}
+
+    def cache_key(self) -> str:
+        """Stable text that identifies this index configuration (dataset hash is added by the cache)."""
+        parts = [self.name, self.metric, f"n={self.n}", f"dim={self.dim}"]
+        parts += [f"{k}={v}" for k, v in sorted(self.build_params().items())]
+        return ";".join(parts)
+
+    # Cacheable adapters implement these two.
+    def save(self, path: str) -> None:  # pragma: no cover - only for cacheable adapters
+        raise NotImplementedError(f"{self.name} cannot be saved")
+
+    def load(self, path: str) -> None:  # pragma: no cover - only for cacheable adapters
+        raise NotImplementedError(f"{self.name} cannot be loaded")
+
+
+def ivf_primary(options: RunOptions, nlist: int) -> tuple[int, int, tuple[int, ...] | None]:
+    """nprobe sweep bounds for an IVF index: 1..nlist, or the explicit list (checked)."""
+    if options.nprobe is not None:
+        bad = [p for p in options.nprobe if p < 1 or p > nlist]
+        if bad:
+            raise ValueError(f"nprobe {bad[0]} is outside 1..nlist={nlist}")
+    return 1, nlist, options.nprobe
+
+
+def normalize_rows(x: np.ndarray) -> np.ndarray:
+    """Unit-length rows (zero rows stay zero): cosine search as inner product."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.ascontiguousarray(x / np.where(norms == 0, 1.0, norms), dtype=np.float32)

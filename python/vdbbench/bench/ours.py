@@ -1,0 +1,125 @@
+"""Adapters for our engine: `ivf` (the index under test) and `flat` (exact, the reference)."""
+
+from __future__ import annotations
+
+import time
+
+from vdbbench.bench.adapters import (
+    Adapter,
+    BuildInfo,
+    ParamSpace,
+    default_nlist,
+    ivf_primary,
+    train_sample,
+)
+
+STORAGES = ("u8+f16", "f16", "f32")
+
+
+def _engine():
+    import vdbbench
+
+    return vdbbench
+
+
+class IvfAdapter(Adapter):
+    """vdbbench.IvfIndex: nprobe swept adaptively, rerank swept for u8+f16 storage."""
+
+    name = "ivf"
+
+    def __init__(self, dim, n, metric, options):
+        super().__init__(dim, n, metric, options)
+        if options.storage not in STORAGES:
+            raise ValueError(f"unknown storage {options.storage!r}; expected one of {', '.join(STORAGES)}")
+        self.nlist = options.nlist or default_nlist(n)
+        self.index = None
+
+    def build_params(self):
+        return {"nlist": self.nlist, "storage": self.options.storage, "seed": self.options.seed}
+
+    def build(self, base):
+        vb = _engine()
+        self.index = vb.IvfIndex(
+            dim=self.dim, nlist=self.nlist, metric=self.metric,
+            storage=self.options.storage, seed=self.options.seed,
+        )
+        sample = train_sample(base, self.nlist, self.options.seed)
+        t0 = time.perf_counter()
+        self.index.train(sample)
+        t1 = time.perf_counter()
+        self.index.add(base)
+        t2 = time.perf_counter()
+        return BuildInfo(train_s=t1 - t0, add_s=t2 - t1, bytes=int(self.index.bytes))
+
+    def search(self, queries, k, params, threads):
+        kwargs = {"k": k, "nprobe": int(params["nprobe"]), "threads": threads}
+        if "rerank" in params:
+            kwargs["rerank"] = int(params["rerank"])
+        _, ids = self.index.search(queries, **kwargs)
+        return ids
+
+    def param_space(self):
+        start, stop, values = ivf_primary(self.options, self.nlist)
+        secondary = {}
+        if self.options.storage == "u8+f16":
+            k = self.options.k
+            rerank = self.options.rerank or (4 * k, 8 * k, 16 * k)
+            bad = [r for r in rerank if 0 < r < k or r < 0]
+            if bad:
+                raise ValueError(f"rerank {bad[0]} must be 0 (u8 results alone) or >= k={k}")
+            secondary["rerank"] = tuple(rerank)
+        return ParamSpace("nprobe", start, stop, values, secondary)
+
+    def stage_stats(self):
+        stats = self.index.last_search_stats()
+        return dict(stats) if stats is not None else None
+
+
+class FlatAdapter(Adapter):
+    """vdbbench.FlatIndex: exact search, one point per run (it has no knob)."""
+
+    name = "flat"
+
+    def __init__(self, dim, n, metric, options):
+        super().__init__(dim, n, metric, options)
+        self.index = None
+
+    def build_params(self):
+        return {}
+
+    def build(self, base):
+        vb = _engine()
+        self.index = vb.FlatIndex(dim=self.dim, metric=self.metric)
+        t0 = time.perf_counter()
+        self.index.add(base)
+        t1 = time.perf_counter()
+        nbytes = getattr(self.index, "bytes", None)
+        return BuildInfo(train_s=0.0, add_s=t1 - t0, bytes=int(nbytes if nbytes is not None else base.nbytes))
+
+    def search(self, queries, k, params, threads):
+        _, ids = self.index.search(queries, k=k, threads=threads)
+        return ids
+
+    def param_space(self):
+        return ParamSpace("exact", 1, 1, (1,))
+
+
+def engine_simd_level() -> str | None:
+    """The SIMD level our engine runs at, or None when the engine cannot be imported."""
+    try:
+        return str(_engine().simd_level())
+    except (ImportError, AttributeError):
+        return None
+
+
+def check_engine() -> None:
+    """Raise ImportError with the way out when the compiled engine is missing."""
+    try:
+        import vdbbench._rust_vdb  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "the vdbbench engine (vdbbench._rust_vdb) is not built; run "
+            "`pip install -e . --no-build-isolation --no-deps` in the source tree"
+        ) from exc
+
+

@@ -1,0 +1,140 @@
+"""Result files (schema vdbbench.result/1): building, headline, machine and source identity, I/O."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+SCHEMA = "vdbbench.result/1"
+_REQUIRED = ("schema", "dataset", "index", "machine", "build", "points", "headline")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(simd: str | None = None, versions: dict | None = None) -> dict:
+    info = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "simd": simd,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+    info.update(versions or {})
+    return info
+
+
+def source_root() -> Path | None:
+    """The git checkout this package runs from, if it runs from one."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+def git_info() -> dict | None:
+    """Commit of the source tree and whether tracked files differ from it (None outside git)."""
+    root = source_root()
+    if root is None:
+        return None
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        if commit.returncode != 0:
+            return None
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=30,
+        )
+        return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def dataset_sha256(ds) -> str:
+    """The dataset's recorded hash, else one computed over its base vectors and queries."""
+    if ds.sha256:
+        return ds.sha256
+    h = hashlib.sha256()
+    for arr in (ds.train, ds.test):
+        h.update(str(arr.shape).encode())
+        h.update(memoryview(arr.astype("float32", copy=False).tobytes(order="C")))
+    ds.sha256 = h.hexdigest()
+    return ds.sha256
+
+
+def point_key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def compute_headline(points: list[dict], target: float, modes, threads) -> list[dict]:
+    """Per mode and thread count, the highest-QPS point with recall10 >= target (or nulls)."""
+    out = []
+    for mode in modes:
+        for t in threads:
+            ok = [p for p in points if p["mode"] == mode and p["threads"] == t and p["recall10"] >= target]
+            best = max(ok, key=lambda p: p["qps"]) if ok else None
+            entry = {"mode": mode, "threads": t}
+            for key in ("params", "qps", "recall10", "recall10_ids", "p50_ms", "p99_ms"):
+                entry[key] = best[key] if best else None
+            out.append(entry)
+    return out
+
+
+def headline_entry(result: dict, mode: str, threads: int) -> dict | None:
+    for entry in result.get("headline") or []:
+        if entry["mode"] == mode and entry["threads"] == threads and entry["qps"] is not None:
+            return entry
+    return None
+
+
+def target_met(result: dict) -> bool:
+    heads = result.get("headline") or []
+    return bool(heads) and all(h["qps"] is not None for h in heads)
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write atomically: a crash never leaves half a result file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+
+
+def load_result(path) -> dict:
+    """Read and check a result file; ValueError says what is wrong with it."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such result file") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable JSON result file ({exc})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: not a vdbbench result (expected schema {SCHEMA!r})")
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise ValueError(f"{path}: result lacks {', '.join(missing)}")
+    return data
+
+
+def label(result: dict) -> str:
+    return result["index"]["name"]
