@@ -1,0 +1,299 @@
+"""Context compaction: a state summary rebuilt from the journal replaces old turns when the conversation nears the model's window."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+from vdbbench.agent.budget import Usage
+
+# Rough size of a message's envelope (role, separators) in tokens, on top of its text.
+_MESSAGE_OVERHEAD = 4
+SUMMARY_HEADER = "## Session state (compacted from the journal; older turns were dropped)"
+
+
+def _text_chars(message: Mapping[str, Any]) -> int:
+    n = 0
+    content = message.get("content")
+    if isinstance(content, str):
+        n += len(content)
+    elif isinstance(content, list):  # content parts
+        for part in content:
+            if isinstance(part, Mapping):
+                n += len(str(part.get("text", "")))
+            else:
+                n += len(str(part))
+    for key in ("reasoning_content", "name", "tool_call_id"):
+        value = message.get(key)
+        if isinstance(value, str):
+            n += len(value)
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function", call) if isinstance(call, Mapping) else {}
+        n += len(str(fn.get("name", ""))) + len(
+            fn.get("arguments") if isinstance(fn.get("arguments"), str) else json.dumps(fn.get("arguments", {}))
+        ) + len(str(call.get("id", "")) if isinstance(call, Mapping) else "")
+    return n
+
+
+def chars_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
+    """The chars/4 estimate (plus a small per-message envelope) for messages no response has measured."""
+    return sum(_text_chars(m) // 4 + _MESSAGE_OVERHEAD for m in messages)
+
+
+def estimate_tokens(messages: Sequence[Mapping[str, Any]], last_usage: Mapping[str, Any] | None = None) -> int:
+    """Tokens the next prompt will take.
+
+    With `last_usage` (the last response's usage: prompt_tokens, completion_tokens, and optionally
+    `n_messages`, how many messages of `messages` that call's prompt plus its reply covered; by
+    default everything up to the last assistant message), the measured count is used and only
+    the messages added since are estimated at chars/4. Without it, all of them are.
+    """
+    if not last_usage or last_usage.get("prompt_tokens") is None:
+        return chars_tokens(messages)
+    covered = last_usage.get("n_messages")
+    if covered is None:
+        covered = 0
+        for i, m in enumerate(messages):
+            if m.get("role") == "assistant":
+                covered = i + 1
+    covered = max(0, min(int(covered), len(messages)))
+    measured = int(last_usage.get("prompt_tokens") or 0) + int(last_usage.get("completion_tokens") or 0)
+    return measured + chars_tokens(messages[covered:])
+
+
+def needs_compaction(
+    messages: Sequence[Mapping[str, Any]], window_tokens: int, reserve: int, last_usage: Mapping[str, Any] | None = None
+) -> bool:
+    """True when the prompt would leave fewer than `reserve` tokens of the window for the reply."""
+    return estimate_tokens(messages, last_usage) > window_tokens - reserve
+
+
+# ---------------------------------------------------------------------------------------------
+# The state summary
+# ---------------------------------------------------------------------------------------------
+
+
+def _fmt_qps(v: Any) -> str:
+    return "?" if v is None else f"{float(v):,.0f}"
+
+
+def _fmt_recall(v: Any) -> str:
+    return "?" if v is None else f"{float(v):.4f}"
+
+
+def _one_line(text: Any, limit: int) -> str:
+    s = " ".join(str(text or "").split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _task_lines(task_card: Mapping[str, Any] | None) -> list[str]:
+    card = dict(task_card or {})
+    if isinstance(card.get("card"), Mapping):  # session_start's {path, card}
+        card = dict(card["card"])
+    lines = []
+    name = card.get("name") or card.get("title") or "(unnamed task)"
+    lines.append(f"Task: {name}")
+    for key in ("description", "goal", "objective"):
+        if card.get(key):
+            lines.append(f"{key.capitalize()}: {_one_line(card[key], 600)}")
+    # Short scalar settings (recall floor, module, class, dataset...) and small tables.
+    for key, value in card.items():
+        if key in ("name", "title", "description", "goal", "objective", "prices"):
+            continue
+        if isinstance(value, (str, int, float, bool)) or isinstance(value, (list, Mapping)):
+            text = value if isinstance(value, (str, int, float, bool)) else json.dumps(value, default=str)
+            if len(str(text)) <= 300:
+                lines.append(f"- {key}: {text}")
+    return lines
+
+
+def build_state_summary(
+    events: Sequence[Mapping[str, Any]],
+    task_card: Mapping[str, Any] | None,
+    max_dead_ends: int = 40,
+    max_notes: int = 40,
+) -> str:
+    """What the model needs to carry on, from the journal alone: the task, the best version and its
+    metrics, the accepted changes, the dead ends with their reasons, and the model's own notes."""
+    if task_card is None:
+        starts = [e for e in events if e.get("type") == "session_start"]
+        task_card = starts[0].get("task") if starts else None
+    decisions = [e for e in events if e.get("type") == "decision"]
+    accepted = [d for d in decisions if d.get("outcome") == "accepted"]
+    rejected = [d for d in decisions if d.get("outcome") != "accepted"]
+    notes = [e.get("text", "") for e in events if e.get("type") == "note"]
+    audits = {e.get("commit"): e for e in events if e.get("type") == "audit"}
+    usage = Usage.from_journal(events)
+
+    out = [SUMMARY_HEADER, ""]
+    out += _task_lines(task_card)
+    out.append("")
+
+    # The best version. Its baseline is the best QPS the first evaluation compared against.
+    baseline = next((e["best"]["qps"] for e in events if e.get("type") == "evaluation" and e.get("best")), None)
+    if accepted:
+        best = accepted[-1]
+        out.append(
+            f"Best so far: {_fmt_qps(best.get('qps'))} QPS at recall@10 {_fmt_recall(best.get('recall10'))}, "
+            f"commit {str(best.get('commit') or '?')[:12]} (iteration {best.get('iteration')}: "
+            f"{_one_line(best.get('message'), 160)})"
+        )
+        if baseline:
+            out.append(f"Starting point: {_fmt_qps(baseline)} QPS; best is {float(best['qps']) / float(baseline):.2f}x that.")
+    else:
+        out.append(
+            "Best so far: the starting code (no change accepted yet)"
+            + (f", {_fmt_qps(baseline)} QPS." if baseline else ".")
+        )
+    since = 0
+    for d in reversed(decisions):
+        if d.get("outcome") == "accepted":
+            break
+        since += 1
+    out.append(
+        f"Progress: {len(decisions)} submissions, {len(accepted)} accepted, {since} since the last improvement; "
+        f"{usage.tool_calls} tool calls, {usage.tokens:,} tokens, ${usage.cost_usd:.2f}."
+    )
+    out.append("")
+
+    out.append("### Accepted changes (in order; each is a commit on the session branch)")
+    if not accepted:
+        out.append("- none yet")
+    for d in accepted:
+        audit = audits.get(d.get("commit"))
+        verdict = f", audit {audit.get('verdict')}" if audit else ""
+        stat = f" [{_one_line(d.get('diff_stat'), 80)}]" if d.get("diff_stat") else ""
+        out.append(
+            f"- it {d.get('iteration')}: {_fmt_qps(d.get('best_qps_before'))} -> {_fmt_qps(d.get('qps'))} QPS, "
+            f"recall {_fmt_recall(d.get('recall10'))}{verdict}: {_one_line(d.get('message'), 200)}{stat}"
+        )
+    out.append("")
+
+    out.append("### Dead ends (rejected submissions and why; do not repeat them without a new idea)")
+    if not rejected:
+        out.append("- none yet")
+    else:
+        shown = rejected[-max_dead_ends:]
+        older = rejected[: len(rejected) - len(shown)]
+        if older:
+            counts = Counter(d.get("outcome") for d in older)
+            out.append(
+                f"- {len(older)} older rejections not listed: "
+                + ", ".join(f"{n} {k}" for k, n in counts.most_common())
+            )
+        for d in shown:
+            qps = f" {_fmt_qps(d.get('qps'))} QPS," if d.get("qps") is not None else ""
+            rec = f" recall {_fmt_recall(d.get('recall10'))}," if d.get("recall10") is not None else ""
+            out.append(
+                f"- it {d.get('iteration')} {d.get('outcome')}:{qps}{rec} tried: {_one_line(d.get('message'), 140)}"
+                f" — reason: {_one_line(d.get('reason'), 220)}"
+            )
+    out.append("")
+
+    out.append("### Your notes (from the `note` tool, oldest first)")
+    if not notes:
+        out.append("- none")
+    else:
+        if len(notes) > max_notes:
+            out.append(f"- ({len(notes) - max_notes} older notes dropped)")
+        for text in notes[-max_notes:]:
+            out.append(f"- {_one_line(text, 500)}")
+    out.append("")
+    out.append(
+        "The workspace holds the best version plus any edits made since. Carry on from here: "
+        "read the code you need again, and use `note` for anything you must not forget."
+    )
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compacting a conversation
+# ---------------------------------------------------------------------------------------------
+
+
+def _units(messages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """Group messages into turns: leading user messages, an assistant message and its tool results.
+
+    A turn is never split, so an assistant `tool_calls` message always keeps its `tool` replies.
+    """
+    units: list[list[Mapping[str, Any]]] = []
+    pending: list[Mapping[str, Any]] = []
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant":
+            units.append(pending + [m])
+            pending = []
+        elif role == "tool" and units and not pending:
+            units[-1].append(m)
+        else:  # user (or an orphan tool message, kept with what follows)
+            pending.append(m)
+    if pending:
+        units.append(pending)
+    return units
+
+
+def _truncate_message(m: Mapping[str, Any], max_chars: int) -> dict:
+    out = dict(m)
+    content = out.get("content")
+    if isinstance(content, str) and len(content) > max_chars:
+        head = max_chars * 2 // 3
+        tail = max_chars - head
+        out["content"] = content[:head] + f"\n[... {len(content) - max_chars} characters cut by compaction ...]\n" + content[-tail:]
+    return out
+
+
+def compact(
+    messages: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    task_card: Mapping[str, Any] | None,
+    window_tokens: int,
+    keep_recent_turns: int = 4,
+    reserve: int = 0,
+) -> list[dict]:
+    """The system prompt, the journal's state summary, and as many of the last `keep_recent_turns`
+    turns as fit in `window_tokens - reserve` (estimated at chars/4). Turns are kept whole; if even
+    the last turn does not fit, its long texts are cut; if the summary alone is too long, its
+    lists of dead ends and notes are shortened."""
+    budget = window_tokens - reserve
+    if budget <= 0:
+        raise ValueError(f"window_tokens ({window_tokens}) must exceed reserve ({reserve})")
+    system = [dict(messages[0])] if messages and messages[0].get("role") == "system" else []
+    rest = list(messages[len(system):])
+    # Drop the summary of an earlier compaction: the new one supersedes it.
+    rest = [m for m in rest if not (m.get("role") == "user" and str(m.get("content", "")).startswith(SUMMARY_HEADER))]
+
+    limits = (40, 20, 10, 5, 2, 0)
+    summary_msg: dict = {}
+    for lim in limits:
+        summary_msg = {"role": "user", "content": build_state_summary(events, task_card, max_dead_ends=lim, max_notes=max(lim, 10))}
+        if chars_tokens(system + [summary_msg]) <= budget * 0.6 or lim == 0:
+            break
+    base_tokens = chars_tokens(system + [summary_msg])
+    if base_tokens > budget:
+        # Cut the summary text itself as a last resort: the window is tiny.
+        room = max(200, (budget - chars_tokens(system) - _MESSAGE_OVERHEAD) * 4)
+        summary_msg = _truncate_message(summary_msg, room)
+        base_tokens = chars_tokens(system + [summary_msg])
+
+    units = _units(rest)
+    kept: list[list[dict]] = []
+    used = base_tokens
+    for unit in reversed(units[-keep_recent_turns:] if keep_recent_turns > 0 else []):
+        size = chars_tokens(unit)
+        if used + size <= budget:
+            kept.insert(0, [dict(m) for m in unit])
+            used += size
+            continue
+        if not kept:  # the most recent turn must survive: cut its long texts until it fits
+            room = budget - used
+            cut = [dict(m) for m in unit]
+            per = max(200, (room * 4) // max(1, len(cut)) - 64)
+            cut = [_truncate_message(m, per) for m in cut]
+            if chars_tokens(cut) <= room:
+                kept.insert(0, cut)
+                used += chars_tokens(cut)
+        break
+    # A conversation must not open with a tool message or with dangling tool results.
+    flat = [m for unit in kept for m in unit]
+    return system + [summary_msg] + flat
