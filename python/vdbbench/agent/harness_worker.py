@@ -1,0 +1,124 @@
+"""The candidate process: loads one built extension, builds its index, answers timed searches.
+
+Run by the evaluator as ``python -I harness_worker.py`` in a process group of its own, with an
+address-space cap and pinned threads. It imports only the standard library and numpy, keeps
+the protocol on private copies of stdin/stdout (whatever the candidate prints goes to stderr),
+and sends back ids and the seconds `search` took, never the ground truth it does not have.
+
+Frames (both directions): 4-byte big-endian header length, a JSON header, then for each name
+in header["arrays"] an 8-byte length and that array in .npy format (no pickles, either way).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+import sys
+import time
+import traceback
+
+
+def read_frame(fh):
+    import numpy as np
+
+    raw = fh.read(4)
+    if len(raw) < 4:
+        return None, {}
+    (n,) = struct.unpack(">I", raw)
+    header = json.loads(fh.read(n).decode("utf-8"))
+    arrays = {}
+    for name in header.get("arrays", []):
+        (m,) = struct.unpack(">Q", fh.read(8))
+        arrays[name] = np.load(io.BytesIO(fh.read(m)), allow_pickle=False)
+    return header, arrays
+
+
+def write_frame(fh, header: dict, arrays: dict | None = None) -> None:
+    import numpy as np
+
+    arrays = arrays or {}
+    header = {**header, "arrays": list(arrays)}
+    data = json.dumps(header).encode("utf-8")
+    fh.write(struct.pack(">I", len(data)) + data)
+    for name in arrays:
+        buf = io.BytesIO()
+        np.save(buf, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+        payload = buf.getvalue()
+        fh.write(struct.pack(">Q", len(payload)) + payload)
+    fh.flush()
+
+
+def load_class(path: str, module: str, cls: str):
+    from importlib.machinery import ExtensionFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    loader = ExtensionFileLoader(module, path)
+    spec = spec_from_loader(module, loader)
+    mod = module_from_spec(spec)
+    loader.exec_module(mod)
+    try:
+        return getattr(mod, cls)
+    except AttributeError:
+        raise AttributeError(f"module {module} has no class {cls!r} (it has: {', '.join(n for n in dir(mod) if not n.startswith('_'))})") from None
+
+
+def _jsonable_stats(stats):
+    try:
+        return json.loads(json.dumps(stats, default=float))
+    except (TypeError, ValueError):
+        return {"repr": repr(stats)[:2000]}
+
+
+def main() -> int:
+    # Private protocol channels; the candidate's own stdout/stdin become stderr and /dev/null.
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    index = None
+    while True:
+        header, arrays = read_frame(proto_in)
+        if header is None or header.get("cmd") == "exit":
+            return 0
+        try:
+            cmd = header["cmd"]
+            if cmd == "load":
+                cls = load_class(header["path"], header["module"], header["cls"])
+                index = cls(dim=int(header["dim"]), **header.get("build_args", {}))
+                base = arrays["base"]
+                t0 = time.perf_counter()
+                index.train(base)
+                t1 = time.perf_counter()
+                index.add(base)
+                t2 = time.perf_counter()
+                write_frame(proto_out, {"ok": True, "train_s": t1 - t0, "add_s": t2 - t1,
+                                        "has_stats": hasattr(index, "last_search_stats")})
+            elif cmd == "search":
+                queries = arrays["queries"]
+                t0 = time.perf_counter()
+                result = index.search(queries, **header.get("search_args", {}))
+                seconds = time.perf_counter() - t0
+                ids = result[1] if isinstance(result, tuple) and len(result) == 2 else result
+                import numpy as np
+
+                ids = np.asarray(ids)
+                reply = {"ok": True, "seconds": seconds}
+                if header.get("stats") and hasattr(index, "last_search_stats"):
+                    reply["stats"] = _jsonable_stats(index.last_search_stats())
+                write_frame(proto_out, reply, {"ids": ids})
+            else:
+                write_frame(proto_out, {"ok": False, "error": f"unknown command {cmd!r}"})
+        except BaseException as exc:  # a panic in candidate code arrives as PanicException
+            tb = traceback.format_exc(limit=4)
+            write_frame(proto_out, {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000], "traceback": tb[-2000:]})
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

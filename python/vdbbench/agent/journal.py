@@ -1,0 +1,102 @@
+"""The session journal: append-only JSONL events (docs/agent-journal.md), and reading them back."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+EVENT_TYPES = frozenset(
+    {
+        "session_start", "model_call", "assistant", "tool_call", "tool_result", "build", "tests",
+        "evaluation", "decision", "note", "compaction", "review", "audit", "budget_stop", "error",
+        "session_end",
+    }
+)
+# Events after which a crash must not lose anything: written with fsync.
+_DURABLE = frozenset({"decision", "audit", "budget_stop", "session_start", "session_end"})
+
+OUTCOMES = (
+    "accepted", "slower", "recall_below_floor", "build_failed", "tests_failed", "timed_out",
+    "crashed", "no_change", "flagged",
+)
+
+
+def read_events(path: str | os.PathLike) -> list[dict]:
+    """All complete events of a journal file; a torn last line (crash mid-write) is ignored."""
+    events = []
+    path = Path(path)
+    if not path.exists():
+        return events
+    with path.open("r", encoding="utf-8") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                break  # torn write at the moment of a crash
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return events
+
+
+class Journal:
+    """Appends events with a strictly increasing ``seq``; continues the numbering on resume."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._truncate_torn_tail()
+        existing = read_events(self.path)
+        self.seq = existing[-1]["seq"] + 1 if existing else 0
+        self.iteration = max((e.get("iteration", 0) for e in existing), default=0)
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def _truncate_torn_tail(self) -> None:
+        """Drop a half-written last line so the next event starts on a line of its own."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as fh:
+            data = fh.read()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            with self.path.open("r+b") as fh:
+                fh.truncate(cut)
+
+    def append(self, type: str, **payload) -> dict:
+        if type not in EVENT_TYPES:
+            raise ValueError(f"unknown journal event type {type!r}; expected one of {sorted(EVENT_TYPES)}")
+        event = {
+            "seq": self.seq,
+            "t": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "type": type,
+            "iteration": self.iteration,
+            **payload,
+        }
+        self._fh.write(json.dumps(event, ensure_ascii=False, default=_jsonable) + "\n")
+        self._fh.flush()
+        if type in _DURABLE:
+            os.fsync(self._fh.fileno())
+        self.seq += 1
+        return event
+
+    def events(self) -> list[dict]:
+        return read_events(self.path)
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+
+def _jsonable(obj):
+    """numpy scalars and paths in payloads become plain JSON values."""
+    if hasattr(obj, "item"):
+        return obj.item()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")

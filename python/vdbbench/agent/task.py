@@ -1,0 +1,239 @@
+"""Task cards: the TOML file that says what an agent session optimizes, and how it is judged."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# Never editable by the model, whatever the card's globs say.
+FORBIDDEN_NAMES = ("Cargo.toml", "Cargo.lock", "build.rs", "pyproject.toml", ".cargo")
+
+
+class TaskError(ValueError):
+    """A task card that cannot be used: the message says which field and what was expected."""
+
+
+@dataclass
+class Start:
+    repo: str  # a git repository (path, relative to the card's own repository or absolute)
+    rev: str = "HEAD"
+    subdir: str = ""  # take only this folder of the repository (e.g. agent/skeleton)
+
+
+@dataclass
+class Build:
+    manifest: str  # Cargo.toml of the crate that builds the extension module (workspace-relative)
+    package: str = ""  # -p PACKAGE when the manifest is a workspace
+    features: list[str] = field(default_factory=list)
+    profile: str = "release"
+    timeout_s: float = 600.0
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Tests:
+    enabled: bool = True
+    manifest: str = ""  # defaults to the build manifest
+    package: str = ""
+    timeout_s: float = 600.0
+
+
+@dataclass
+class Entry:
+    module: str  # e.g. "vdbbench._rust_vdb" (init symbol PyInit__rust_vdb) or "naive_vdb"
+    cls: str = "IvfIndex"
+    build_args: dict = field(default_factory=dict)  # constructor keyword args besides dim
+    search_args: dict = field(default_factory=lambda: {"k": 10})
+
+    @property
+    def leaf(self) -> str:
+        return self.module.rsplit(".", 1)[-1]
+
+
+@dataclass
+class DatasetSpec:
+    name: str  # a vdbbench.datasets name ("synth-sift-20000") or a generator spec below
+    generator: str = ""  # "synth_sift" | "synth_float"; derived from name when empty
+    n: int = 0
+    dim: int = 128
+    seed: int = 0
+    metric: str = "l2"
+    dev_queries: int = 500
+    heldout_queries: int = 2500  # split into `repeats` disjoint slices, one per timed repeat
+    fresh_queries: int = 500  # re-evaluation of each new best; never used anywhere else
+
+
+@dataclass
+class Objective:
+    metric: str = "qps"
+    mode: str = "batch"
+    threads: int = 1
+    k: int = 10
+    recall_floor: float = 0.95
+    margin: float = 0.03
+    repeats: int = 5
+    dev_repeats: int = 3
+    p_value: float = 0.05
+
+
+@dataclass
+class Limits:
+    eval_timeout_s: float = 300.0  # one candidate process: load, train, add, all searches
+    memory_mb: int = 8192  # address-space cap of the candidate process
+
+
+@dataclass
+class Session:
+    window_tokens: int = 128_000
+    review_every: int = 8  # strategic review after this many submissions without a gain
+    jump_factor: float = 3.0  # a new best this many times faster than the last is audited harder
+    fresh_tolerance: float = 0.5  # fresh QPS may fall this fraction below the accepted QPS
+    max_idle_replies: int = 3  # replies without a tool call before the session ends
+
+
+@dataclass
+class TaskCard:
+    name: str
+    description: str
+    path: str  # where the card was read from
+    start: Start
+    editable: list[str]
+    build: Build
+    tests: Tests
+    entry: Entry
+    dataset: DatasetSpec
+    objective: Objective = field(default_factory=Objective)
+    limits: Limits = field(default_factory=Limits)
+    session: Session = field(default_factory=Session)
+    budgets: dict = field(default_factory=dict)
+    hints: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    # -- editable paths -------------------------------------------------------------------
+    def is_editable(self, rel_path: str) -> bool:
+        parts = rel_path.split("/")
+        if any(p in FORBIDDEN_NAMES for p in parts):
+            return False
+        return any(_glob_match(pattern, rel_path) for pattern in self.editable)
+
+
+def _glob_match(pattern: str, path: str) -> bool:
+    """Glob with `**` spanning folders and `*`/`?` staying inside one path component."""
+    regex = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            regex += "(?:.*/)?"
+            i += 3
+        elif pattern.startswith("**", i):
+            regex += ".*"
+            i += 2
+        elif pattern[i] == "*":
+            regex += "[^/]*"
+            i += 1
+        elif pattern[i] == "?":
+            regex += "[^/]"
+            i += 1
+        else:
+            regex += re.escape(pattern[i])
+            i += 1
+    return re.fullmatch(regex, path) is not None
+
+
+def _section(data: dict, name: str, cls, required: bool, where: str):
+    raw = data.get(name)
+    if raw is None:
+        if required:
+            raise TaskError(f"{where}: missing [{name}] section")
+        return cls()
+    if not isinstance(raw, dict):
+        raise TaskError(f"{where}: [{name}] must be a table")
+    known = set(cls.__dataclass_fields__)
+    if cls is Entry and "class" in raw:
+        raw = {**raw, "cls": raw["class"]}
+        raw.pop("class")
+    unknown = set(raw) - known
+    if unknown:
+        raise TaskError(f"{where}: unknown key(s) in [{name}]: {', '.join(sorted(unknown))}; expected some of {', '.join(sorted(known))}")
+    try:
+        return cls(**raw)
+    except TypeError as exc:
+        raise TaskError(f"{where}: [{name}]: {exc}") from None
+
+
+def parse_dataset_name(name: str) -> tuple[str, int]:
+    """`synth-sift-20000` / `synth-float-100k` -> ("synth_sift", 20000)."""
+    m = re.fullmatch(r"synth-(sift|float)-(\d+)([km]?)", name)
+    if not m:
+        raise TaskError(f"dataset {name!r}: expected a generated set named synth-sift-<n> or synth-float-<n> (e.g. synth-sift-20k)")
+    n = int(m.group(2)) * {"": 1, "k": 1000, "m": 1_000_000}[m.group(3)]
+    return f"synth_{m.group(1)}", n
+
+
+def load_task(path: str | Path) -> TaskCard:
+    path = Path(path)
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TaskError(f"task card {where} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(f"{where}: not valid TOML: {exc}") from None
+    task = data.get("task", {})
+    if "name" not in task:
+        raise TaskError(f"{where}: [task] needs a name")
+    editable = data.get("edit", {}).get("paths")
+    if not editable or not all(isinstance(p, str) for p in editable):
+        raise TaskError(f"{where}: [edit] paths must be a non-empty list of globs (e.g. [\"rust_vdb/core/src/**\"])")
+    card = TaskCard(
+        name=task["name"],
+        description=task.get("description", ""),
+        hints=task.get("hints", ""),
+        path=str(path.resolve()),
+        start=_section(data, "start", Start, True, where),
+        editable=list(editable),
+        build=_section(data, "build", Build, True, where),
+        tests=_section(data, "tests", Tests, False, where),
+        entry=_section(data, "entry", Entry, True, where),
+        dataset=_section(data, "dataset", DatasetSpec, True, where),
+        objective=_section(data, "objective", Objective, False, where),
+        limits=_section(data, "limits", Limits, False, where),
+        session=_section(data, "session", Session, False, where),
+        budgets=dict(data.get("budgets", {})),
+    )
+    _validate(card, where)
+    return card
+
+
+def _validate(card: TaskCard, where: str) -> None:
+    ds = card.dataset
+    if not ds.generator:
+        ds.generator, n = parse_dataset_name(ds.name)
+        ds.n = ds.n or n
+    if ds.generator not in ("synth_sift", "synth_float"):
+        raise TaskError(f"{where}: [dataset] generator {ds.generator!r}: expected synth_sift or synth_float")
+    if ds.n <= 0:
+        raise TaskError(f"{where}: [dataset] n must be positive")
+    if ds.metric not in ("l2", "ip", "cosine"):
+        raise TaskError(f"{where}: [dataset] metric {ds.metric!r}: expected l2, ip or cosine")
+    obj = card.objective
+    if obj.repeats < 5:
+        raise TaskError(f"{where}: [objective] repeats must be >= 5 (a gain must beat noise), got {obj.repeats}")
+    if not 0 < obj.recall_floor <= 1:
+        raise TaskError(f"{where}: [objective] recall_floor must be in (0, 1], got {obj.recall_floor}")
+    if obj.margin < 0:
+        raise TaskError(f"{where}: [objective] margin must be >= 0, got {obj.margin}")
+    if obj.mode != "batch":
+        raise TaskError(f"{where}: [objective] mode {obj.mode!r}: only 'batch' is supported")
+    if ds.heldout_queries < obj.repeats or ds.dev_queries < obj.dev_repeats:
+        raise TaskError(f"{where}: [dataset] needs at least one held-out query per repeat")
+    if card.entry.search_args.get("k", obj.k) != obj.k:
+        raise TaskError(f"{where}: [entry] search_args k must equal [objective] k ({obj.k})")
+    card.entry.search_args.setdefault("k", obj.k)
+    for pattern in card.editable:
+        if pattern.startswith("/") or ".." in pattern.split("/"):
+            raise TaskError(f"{where}: editable glob {pattern!r} must be relative and stay in the workspace")

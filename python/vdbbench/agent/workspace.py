@@ -1,0 +1,288 @@
+"""The session workspace: its own git repository, path guards for the model's edits, and builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from vdbbench.agent.task import TaskCard
+
+SESSION_BRANCH = "session"
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "vdbbench agent",
+    "GIT_AUTHOR_EMAIL": "agent@vdbbench.invalid",
+    "GIT_COMMITTER_NAME": "vdbbench agent",
+    "GIT_COMMITTER_EMAIL": "agent@vdbbench.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+
+
+class PathRefused(Exception):
+    """The model asked for a path it may not touch; the message says why and what is allowed."""
+
+
+class WorkspaceError(RuntimeError):
+    """A git or file-system operation on the session workspace failed."""
+
+
+def git(cwd: Path, *args: str, check: bool = True, input: bytes | None = None) -> str:
+    env = {**os.environ, **_GIT_ENV, "GIT_CONFIG_GLOBAL": os.devnull}
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, input=input, capture_output=True)
+    if check and proc.returncode != 0:
+        raise WorkspaceError(f"git {' '.join(args)} failed: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout.decode(errors="replace")
+
+
+def _repo_of_card(card: TaskCard) -> Path:
+    """The start repository: absolute, or relative to the git top level that holds the card."""
+    repo = Path(card.start.repo)
+    if repo.is_absolute():
+        return repo
+    card_dir = Path(card.path).parent
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=card_dir, capture_output=True, text=True)
+    base = Path(top.stdout.strip()) if top.returncode == 0 else card_dir
+    return (base / repo).resolve()
+
+
+def create_workspace(card: TaskCard, dest: Path) -> str:
+    """Fill ``dest`` with the card's start point as a fresh repository; return the first commit.
+
+    The start is read with `git archive` (read-only on the user's repository: no clone, no
+    worktree, no hard links into its object store), so the user's checkout and .git are never
+    written to.
+    """
+    src = _repo_of_card(card)
+    if not (src / ".git").exists() and not (src / "HEAD").exists():
+        raise WorkspaceError(f"start repository {src} is not a git repository")
+    rev = card.start.rev
+    sha = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], cwd=src, capture_output=True, text=True)
+    if sha.returncode != 0:
+        raise WorkspaceError(f"start revision {rev!r} not found in {src}: {sha.stderr.strip()}")
+    sha = sha.stdout.strip()
+    tree = f"{sha}:{card.start.subdir.strip('/')}" if card.start.subdir else sha
+    dest.mkdir(parents=True, exist_ok=False)
+    with tempfile.TemporaryFile() as tmp:
+        proc = subprocess.run(["git", "archive", "--format=tar", tree], cwd=src, stdout=tmp, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            raise WorkspaceError(f"git archive {tree} failed: {proc.stderr.decode(errors='replace').strip()}")
+        tmp.seek(0)
+        with tarfile.open(fileobj=tmp) as tar:
+            tar.extractall(dest, filter="data")
+    git(dest, "init", "-q", "-b", SESSION_BRANCH)
+    git(dest, "config", "core.autocrlf", "false")
+    (dest / ".git" / "info" / "exclude").write_text("target/\n")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-q", "--allow-empty", "-m", f"start: {src.name}@{sha[:12]}{'/' + card.start.subdir if card.start.subdir else ''}")
+    return head(dest)
+
+
+def head(ws: Path) -> str:
+    return git(ws, "rev-parse", "HEAD").strip()
+
+
+def _specs(card: TaskCard) -> list[str]:
+    """The card's editable globs as git pathspecs: only these files ever enter a commit."""
+    return [f":(glob){p}" for p in card.editable]
+
+
+def is_clean(ws: Path, card: TaskCard) -> bool:
+    """True when every editable file equals the best commit (HEAD of the session branch)."""
+    out = git(ws, "status", "--porcelain", "--untracked-files=all", "--", *_specs(card))
+    return out.strip() == ""
+
+
+def diff_vs_best(ws: Path, card: TaskCard, stat: bool = False) -> str:
+    git(ws, "add", "--intent-to-add", "--", *_specs(card), check=False)
+    return git(ws, "diff", *(["--stat"] if stat else []), "HEAD", "--", *_specs(card)).strip()
+
+
+def commit_editable(ws: Path, card: TaskCard, message: str) -> str:
+    git(ws, "add", "-A", "--", *_specs(card))
+    git(ws, "commit", "-q", "-m", message)
+    return head(ws)
+
+
+def revert_to_best(ws: Path, card: TaskCard) -> None:
+    """Editable files back to the best commit (other files are never changed by the model)."""
+    git(ws, "reset", "-q", "--", *_specs(card), check=False)
+    git(ws, "checkout", "-q", "HEAD", "--", *_specs(card), check=False)
+    git(ws, "clean", "-q", "-fd", "--", *_specs(card))
+
+
+# -- path guard --------------------------------------------------------------------------------
+
+def resolve_path(ws: Path, card: TaskCard, rel: str, *, for_write: bool) -> Path:
+    """The workspace file the model means, or PathRefused saying why.
+
+    Refused: absolute paths, `..`, anything through a symlink, the .git folder, Cargo.toml,
+    build.rs and lock files, and (for writes) anything outside the card's editable globs.
+    """
+    if not isinstance(rel, str) or rel.strip() == "":
+        raise PathRefused("path must be a non-empty string relative to the workspace root")
+    rel = rel.strip()
+    if rel.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", rel):
+        raise PathRefused(f"{rel!r} is absolute; paths are relative to the workspace root")
+    parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise PathRefused(f"{rel!r} contains '..'; paths must stay inside the workspace")
+    if parts and parts[0] == ".git":
+        raise PathRefused(f"{rel!r} is inside .git; the repository is the harness's, not yours")
+    norm = "/".join(parts)
+    cur = ws
+    for p in parts:
+        cur = cur / p
+        if cur.is_symlink():
+            raise PathRefused(f"{rel!r} goes through a symbolic link ({cur.relative_to(ws)}); refused")
+    if for_write and not card.is_editable(norm):
+        raise PathRefused(
+            f"{rel!r} is not editable in this task; you may write only {', '.join(card.editable)} "
+            "(never Cargo.toml, Cargo.lock or build.rs)"
+        )
+    return ws / norm if norm else ws
+
+
+# -- builds ------------------------------------------------------------------------------------
+
+@dataclass
+class BuildResult:
+    ok: bool
+    seconds: float
+    library: Path | None  # the built extension module, copied out of the target dir
+    errors: str  # first compiler errors with file:line (empty when ok)
+    stderr_tail: str
+
+
+def _cargo_env(target_dir: Path, extra: dict[str, str]) -> dict[str, str]:
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target_dir), "PYO3_PYTHON": sys.executable,
+           "PYO3_BUILD_EXTENSION_MODULE": "1", "CARGO_TERM_COLOR": "never"}
+    env.update(extra)
+    return env
+
+
+def _run_limited(cmd: list[str], cwd: Path, env: dict, timeout: float) -> tuple[int | None, str, str]:
+    """Run in a new process group; on timeout kill the group. Returns (rc or None, out, err)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        import signal
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        return None, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def first_errors(messages: list[dict], limit: int = 3, max_chars: int = 4000) -> str:
+    """The first compiler errors, rendered as rustc prints them (file:line, code, help)."""
+    rendered = [m["message"].get("rendered") or m["message"].get("message", "")
+                for m in messages if m.get("reason") == "compiler-message"
+                and m.get("message", {}).get("level") in ("error", "error: internal compiler error")]
+    total = len(rendered)
+    text = "\n".join(r.rstrip() for r in rendered[:limit])
+    if total > limit:
+        text += f"\n... and {total - limit} more error(s)"
+    return text[:max_chars]
+
+
+def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildResult:
+    """cargo build the extension crate; copy the shared library to ``out_dir/<module leaf>.so``."""
+    b = card.build
+    manifest = ws / b.manifest
+    cmd = ["cargo", "build", "--lib", "--message-format=json-render-diagnostics", "--manifest-path", str(manifest)]
+    cmd += ["--release"] if b.profile == "release" else ["--profile", b.profile]
+    if b.package:
+        cmd += ["-p", b.package]
+    if b.features:
+        cmd += ["--features", ",".join(b.features)]
+    t0 = time.perf_counter()
+    rc, out, err = _run_limited(cmd, ws, _cargo_env(target_dir, b.env), b.timeout_s)
+    seconds = time.perf_counter() - t0
+    messages = []
+    for line in out.splitlines():
+        try:
+            messages.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    tail = err[-3000:]
+    if rc is None:
+        return BuildResult(False, seconds, None, f"build timed out after {b.timeout_s:.0f} s", tail)
+    if rc != 0:
+        errors = first_errors(messages) or _stderr_errors(err)
+        return BuildResult(False, seconds, None, errors, tail)
+    libs = [Path(f) for m in messages if m.get("reason") == "compiler-artifact"
+            and "cdylib" in m.get("target", {}).get("kind", []) for f in m.get("filenames", [])
+            if f.endswith((".so", ".dylib", ".pyd", ".dll"))]
+    if not libs:
+        return BuildResult(False, seconds, None, "the build produced no cdylib; the crate must have crate-type = [\"cdylib\"]", tail)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dest = out_dir / f"{card.entry.leaf}.so"
+    tmp = dest.with_suffix(".so.tmp")
+    shutil.copy2(libs[-1], tmp)
+    os.replace(tmp, dest)
+    return BuildResult(True, seconds, dest, "", tail)
+
+
+def _stderr_errors(err: str, limit: int = 40) -> str:
+    lines = err.splitlines()
+    idx = [i for i, line in enumerate(lines) if line.startswith("error")]
+    if not idx:
+        return "\n".join(lines[-limit:])
+    return "\n".join(lines[idx[0]: idx[0] + limit])
+
+
+@dataclass
+class TestResult:
+    ok: bool
+    seconds: float
+    summary: str
+    failures: str  # failing test names and their assertion text
+    output_tail: str
+
+
+def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
+    """cargo test of the candidate's core crate."""
+    t = card.tests
+    manifest = ws / (t.manifest or card.build.manifest)
+    cmd = ["cargo", "test", "--release", "--message-format=json-render-diagnostics", "--manifest-path", str(manifest)]
+    if t.package:
+        cmd += ["-p", t.package]
+    env = _cargo_env(target_dir, card.build.env)
+    env.pop("PYO3_BUILD_EXTENSION_MODULE", None)
+    t0 = time.perf_counter()
+    rc, out, err = _run_limited(cmd, ws, env, t.timeout_s)
+    seconds = time.perf_counter() - t0
+    messages, plain = [], []
+    for line in out.splitlines():
+        try:
+            messages.append(json.loads(line))
+        except json.JSONDecodeError:
+            plain.append(line)
+    text = "\n".join(plain)
+    summaries = re.findall(r"^test result: .*$", text, flags=re.M)
+    summary = "; ".join(s.replace("test result: ", "") for s in summaries) or "no test summary"
+    if rc is None:
+        return TestResult(False, seconds, f"tests timed out after {t.timeout_s:.0f} s", text[-2000:], text[-3000:])
+    if rc == 0:
+        return TestResult(True, seconds, summary, "", text[-3000:])
+    compile_errors = first_errors(messages)
+    if compile_errors:
+        return TestResult(False, seconds, "the tests did not compile", compile_errors, err[-3000:])
+    failed = re.findall(r"^test (\S+) \.\.\. FAILED$", text, flags=re.M)
+    blocks = re.findall(r"^---- (\S+) stdout ----\n(.*?)(?=^---- |^failures:$|\Z)", text, flags=re.M | re.S)
+    detail = "\n".join(f"{name}:\n{body.strip()[:800]}" for name, body in blocks[:5])
+    failures = (f"failed: {', '.join(failed)}\n" if failed else "") + (detail or (text + err)[-2000:])
+    return TestResult(False, seconds, summary, failures, text[-3000:])
