@@ -1,0 +1,107 @@
+"""Strategic review: after a plateau of submissions without improvement, ask the model to step back and change approach."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+# Structural moves that produced the steps in published long runs; offered as examples only.
+STRUCTURAL_IDEAS = (
+    "probe fewer lists with better routing (two-level / hierarchical centroids, or nprobe chosen per query)",
+    "shrink what is scanned: f16 or u8 codes, a two-stage search (u8 prescore, f16/f32 rerank of the best few)",
+    "early pruning: stop scanning a list or skip a list once its bound cannot beat the current k-th distance",
+    "memory layout: lists stored contiguously, vectors blocked for SIMD, queries batched per list",
+    "kernels: AVX2/AVX-512 distance loops with run-time dispatch, fused distance + top-k",
+    "top-k: a fixed-size heap or a partial selection instead of sorting all candidates",
+    "threads: spread queries (or lists) over cores without per-call allocation",
+)
+
+
+def submissions_since_improvement(events: Sequence[Mapping[str, Any]]) -> int:
+    """Decisions after the last accepted one (all decisions if none was accepted)."""
+    n = 0
+    for ev in reversed(events):
+        if ev.get("type") != "decision":
+            continue
+        if ev.get("outcome") == "accepted":
+            break
+        n += 1
+    return n
+
+
+def should_review(events: Sequence[Mapping[str, Any]], every_n_without_improvement: int | None) -> bool:
+    """True when the last `every_n_without_improvement` submissions brought no gain and no review
+    has been asked since then (so a long plateau gets one review per N submissions)."""
+    if not every_n_without_improvement or every_n_without_improvement <= 0:
+        return False
+    n = 0
+    for ev in reversed(events):
+        kind = ev.get("type")
+        if kind == "review":
+            break
+        if kind == "decision":
+            if ev.get("outcome") == "accepted":
+                break
+            n += 1
+    return n >= every_n_without_improvement
+
+
+def _qps(v: Any) -> str:
+    return "?" if v is None else f"{float(v):,.0f}"
+
+
+def review_prompt(events: Sequence[Mapping[str, Any]], profile_text: str | None) -> str:
+    """The text sent to the model: where the time goes, what was tried, and a request for a
+    structurally different next approach."""
+    decisions = [e for e in events if e.get("type") == "decision"]
+    accepted = [d for d in decisions if d.get("outcome") == "accepted"]
+    plateau = submissions_since_improvement(events)
+    recent = decisions[len(decisions) - plateau:] if plateau else []
+
+    lines = [
+        f"## Strategic review: {plateau} submissions without improvement",
+        "",
+        "Stop tuning for a moment and step back.",
+        "",
+    ]
+    if accepted:
+        best = accepted[-1]
+        lines.append(
+            f"Best so far: {_qps(best.get('qps'))} QPS at recall@10 {best.get('recall10')} "
+            f"(iteration {best.get('iteration')}: {best.get('message') or 'no message'})."
+        )
+    else:
+        lines.append("No change has been accepted yet: the best is still the starting code.")
+    lines.append("")
+    lines.append("### Where the time goes (profile of the best version)")
+    lines.append((profile_text or "").strip() or "(no profile available: call the `profile` tool to get one)")
+    lines.append("")
+    lines.append("### What has been tried since the last improvement")
+    counts = Counter(d.get("outcome") for d in recent)
+    if counts:
+        lines.append("Outcomes: " + ", ".join(f"{n} {k}" for k, n in counts.most_common()) + ".")
+    for d in recent[-15:]:
+        reason = " ".join(str(d.get("reason") or "").split())[:160]
+        lines.append(f"- it {d.get('iteration')} {d.get('outcome')}: {d.get('message') or '(no message)'} — {reason}")
+    if len(recent) > 15:
+        lines.append(f"- ... and {len(recent) - 15} earlier ones")
+    if accepted:
+        lines.append("")
+        lines.append("### Changes that did pay, in order")
+        for d in accepted[-10:]:
+            lines.append(f"- it {d.get('iteration')}: {_qps(d.get('best_qps_before'))} -> {_qps(d.get('qps'))} QPS: {d.get('message')}")
+    lines += [
+        "",
+        "### What to do now",
+        "Small variations of the same idea have stopped paying. Look at the stage that takes the most "
+        "time in the profile and choose a structurally different approach to it, not another tweak "
+        "of a parameter already tuned. Examples of structural moves (not a list to follow):",
+    ]
+    lines += [f"- {idea}" for idea in STRUCTURAL_IDEAS]
+    lines += [
+        "",
+        "Before editing, reply with: (1) the stage you will attack and its share of the time, "
+        "(2) the approach and why it should beat the current one, (3) how you will keep recall@10 "
+        "at or above the floor. Record the plan with `note` so it survives compaction.",
+    ]
+    return "\n".join(lines)
