@@ -1,7 +1,330 @@
-"""`vdbbench` subcommands of the bench area."""
+"""`vdbbench` subcommands of the bench area: run, plot, compare, gate."""
 
 from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+from pathlib import Path
+
+from vdbbench.cli import UsageError
+
+
+def _int_list(flag: str, text: str, allow_zero: bool = False) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"{flag} expects comma-separated integers (e.g. 1,2,4), got {text!r}") from None
+    low = 0 if allow_zero else 1
+    if not values or any(v < low for v in values):
+        raise UsageError(f"{flag} expects integers >= {low}, got {text!r}")
+    return values
+
+
+def _names(text: str | None) -> list[str]:
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
 
 
 def register(subparsers) -> None:
     """Add this area's subcommands to the `vdbbench` parser."""
+    from vdbbench.bench.registry import INDEX_NAMES
+
+    run = subparsers.add_parser(
+        "run",
+        help="benchmark an index (and peers) on a dataset: QPS at recall@10 >= target",
+        description="Build each index once, sweep its knobs adaptively around the target recall, "
+        "time batch and single-query search, write one result JSON per index, a Pareto plot "
+        "and a headline table. Exit 0: target reached; 1: target missed (files still written); "
+        "2: bad usage.",
+    )
+    run.add_argument("--index", default="ivf", help=f"index under test ({', '.join(INDEX_NAMES)}); default ivf")
+    run.add_argument("--dataset", default="sift-1m", help="dataset name or file; default sift-1m")
+    run.add_argument("--compare", default="", help="comma-separated peers to run alongside (e.g. faiss-ivf-flat,faiss-hnsw)")
+    run.add_argument("--nlist", type=int, help="IVF lists (ours and faiss IVF peers); default 4*sqrt(n)")
+    run.add_argument("--nprobe", default="auto", help="auto (adaptive) or a list such as 1,2,4,8")
+    run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 4k,8k,16k; "
+                     "faiss refine peers use k_factor = rerank/k")
+    run.add_argument("--ef-search", help="efSearch list for faiss-hnsw (default adaptive)")
+    run.add_argument("--storage", default="u8+f16", choices=("u8+f16", "f16", "f32"), help="storage of our ivf")
+    run.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
+    run.add_argument("--mode", default="batch,single", help="batch and/or single (default both)")
+    run.add_argument("--target-recall", type=float, default=0.95, help="recall@10 target (default 0.95)")
+    run.add_argument("--k", type=int, default=10, help="neighbours per query (default 10)")
+    run.add_argument("--out", help="output directory (default ./vdbbench-results/<timestamp>)")
+    run.add_argument("--repeats", type=int, default=3, help="timed batch repeats after one warm-up; median kept (default 3)")
+    run.add_argument("--queries", type=int, help="use only the first N queries (default all)")
+    run.add_argument("--single-queries", type=int, default=1000,
+                     help="queries timed one by one for latency (default 1000, the first ones)")
+    run.add_argument("--no-cache", action="store_true", help="rebuild peer indexes instead of loading the cache")
+    run.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (or the latest one)")
+    run.set_defaults(func=cmd_run)
+
+    plot = subparsers.add_parser("plot", help="draw recall-QPS Pareto fronts of result files (PNG)")
+    plot.add_argument("results", nargs="+", help="result JSON files or run directories")
+    plot.add_argument("-o", "--output", default="pareto.png", help="PNG to write (default pareto.png)")
+    plot.add_argument("--title")
+    plot.set_defaults(func=cmd_plot)
+
+    cmp_ = subparsers.add_parser("compare", help="print the differences between two result files")
+    cmp_.add_argument("a")
+    cmp_.add_argument("b")
+    cmp_.set_defaults(func=cmd_compare)
+
+    gate = subparsers.add_parser(
+        "gate",
+        help="fail (exit 1) when recall or relative QPS regressed against a baseline",
+        description="Recall is gated absolutely at the baseline headline's parameters; QPS as the "
+        "ratio ours/peer measured in the same run, against the baseline's ratio.",
+    )
+    gate.add_argument("result", help="result JSON of the index under test")
+    gate.add_argument("--baseline", required=True, help="baseline result JSON (its peer results beside it)")
+    gate.add_argument("--min-recall", type=float, default=0.95)
+    gate.add_argument("--max-qps-drop", type=float, default=0.10, help="allowed relative drop of the QPS ratio")
+    gate.add_argument("--peer", help="peer whose result sits next to RESULT and BASELINE (e.g. faiss-ivf-flat)")
+    gate.set_defaults(func=cmd_gate)
+
+
+# ---------------------------------------------------------------- run
+
+
+def _out_dir(args) -> Path:
+    if args.out:
+        return Path(args.out)
+    root = Path("vdbbench-results")
+    if args.resume:
+        partials = sorted(root.glob("*/*.partial.json")) if root.is_dir() else []
+        if not partials:
+            raise UsageError("--resume: no interrupted run under ./vdbbench-results; pass --out DIR")
+        return partials[-1].parent
+    return root / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def _check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"cannot write results to {out}: {exc.strerror or exc}") from None
+
+
+def _options(args):
+    from vdbbench.bench.adapters import RunOptions
+
+    if args.k < 1:
+        raise UsageError(f"--k expects an integer >= 1, got {args.k}")
+    if args.nlist is not None and args.nlist < 1:
+        raise UsageError(f"--nlist expects an integer >= 1, got {args.nlist}")
+    nprobe = None if args.nprobe.strip().lower() == "auto" else _int_list("--nprobe", args.nprobe)
+    rerank = _int_list("--rerank", args.rerank, allow_zero=True) if args.rerank else None
+    if rerank and any(0 < r < args.k for r in rerank):
+        raise UsageError(f"--rerank values must be 0 or >= k={args.k}, got {args.rerank!r}")
+    ef = _int_list("--ef-search", args.ef_search) if args.ef_search else None
+    return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, storage=args.storage, ef_search=ef)
+
+
+def _config(args):
+    from vdbbench.bench.runner import MODES, RunConfig
+
+    threads = _int_list("--threads", args.threads) if args.threads else tuple(sorted({1, os.cpu_count() or 1}))
+    modes = tuple(m.strip() for m in args.mode.split(",") if m.strip())
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise UsageError(f"--mode expects batch and/or single, got {args.mode!r}")
+    if args.repeats < 1:
+        raise UsageError(f"--repeats expects an integer >= 1, got {args.repeats}")
+    if args.single_queries < 1:
+        raise UsageError(f"--single-queries expects an integer >= 1, got {args.single_queries}")
+    if not 0.0 < args.target_recall <= 1.0:
+        raise UsageError(f"--target-recall expects a value in (0, 1], got {args.target_recall}")
+    return RunConfig(
+        target=args.target_recall, threads=threads, modes=modes, repeats=args.repeats,
+        single_queries=args.single_queries, use_cache=not args.no_cache, options=_options(args),
+    )
+
+
+def _load_dataset(name: str, queries: int | None, console):
+    from vdbbench.bench import data
+
+    try:
+        with console.status(f"loading dataset {name} (ground truth included)"):
+            ds = data.resolve(name)
+    except KeyError as exc:
+        msg = exc.args[0] if exc.args else name
+        if "valid" not in str(msg):
+            msg = f"unknown dataset {name!r}: {msg}; valid: {', '.join(data.known_names())}"
+        raise UsageError(str(msg)) from None
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(f"cannot load dataset {name!r}: {exc}") from None
+    if queries is not None:
+        if queries < 1:
+            raise UsageError(f"--queries expects an integer >= 1, got {queries}")
+        ds = _subset_queries(ds, queries)
+    return ds
+
+
+def _subset_queries(ds, nq: int):
+    from dataclasses import replace
+
+    if nq >= ds.nq:
+        return ds
+    return replace(
+        ds, test=ds.test[:nq].copy(), neighbors=ds.neighbors[:nq].copy(), distances=ds.distances[:nq].copy(),
+        extra={**ds.extra, "queries_used": nq, "queries_total": ds.nq},
+    )
+
+
+def cmd_run(args) -> int:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before faiss is imported (see peers)
+    from rich.console import Console
+
+    from vdbbench.bench import results
+    from vdbbench.bench.registry import INDEX_NAMES, OURS, adapter_class
+
+    console = Console(stderr=True)
+    names = [args.index] + [n for n in _names(args.compare) if n != args.index]
+    unknown = [n for n in names if n not in INDEX_NAMES]
+    if unknown:
+        raise UsageError(f"unknown index {unknown[0]!r}; valid: {', '.join(INDEX_NAMES)}")
+    config = _config(args)
+    if any(n in OURS for n in names):
+        from vdbbench.bench.ours import check_engine
+
+        try:
+            check_engine()
+        except ImportError as exc:
+            raise UsageError(str(exc)) from None
+    out = _out_dir(args)
+    _check_writable(out)
+
+    ds = _load_dataset(args.dataset, args.queries, console)
+    if ds.synthetic and not args.dataset.startswith("synth-") and not Path(args.dataset).exists():
+        console.print(
+            f"[bold yellow]WARNING: {args.dataset} is not available here; measuring on the generated "
+            f"replica {ds.name} instead (recorded as synthetic in every result).[/]"
+        )
+    classes = {n: adapter_class(n) for n in names}
+    for n, cls in classes.items():
+        if not cls.supports(ds.metric):
+            raise UsageError(
+                f"index {n!r} does not support the metric {ds.metric!r} of dataset {ds.name}; "
+                f"it supports {', '.join(cls.metrics)}"
+            )
+    adapters = {}
+    for n, cls in classes.items():
+        try:
+            adapters[n] = cls(ds.dim, ds.n, ds.metric, config.options)
+            adapters[n].param_space()  # validates explicit lists against this index (nprobe <= nlist...)
+        except ValueError as exc:
+            raise UsageError(f"{n}: {exc}") from None
+
+    from vdbbench.bench.plot import plot_results
+    from vdbbench.bench.report import RichReporter, headline_markdown, headline_table
+    from vdbbench.bench.runner import run_index
+
+    console.print(
+        f"[bold]vdbbench run[/] {', '.join(names)} on {ds.name} (n={ds.n:,}, dim={ds.dim}, nq={ds.nq:,}, "
+        f"{ds.metric}); target recall@10 >= {config.target:g}; threads {','.join(map(str, config.threads))}; "
+        f"modes {','.join(config.modes)} -> {out}"
+    )
+    runs = []
+    with RichReporter(console) as reporter:
+        for n, adapter in adapters.items():
+            r = run_index(adapter, ds, config, out, reporter, resume=args.resume)
+            best = [h for h in r["headline"] if h["qps"] is not None]
+            reporter.done(n, f"done: {len(r['points'])} points; best {max(h['qps'] for h in best):,.0f} QPS"
+                          if best else f"done: {len(r['points'])} points; target missed")
+            runs.append(r)
+
+    plot_results(runs, out / "pareto.png", config.target)
+    (out / "table.md").write_text(headline_markdown(runs, args.index, config.target))
+    wide = Console(width=None if sys.stdout.isatty() else 160)  # piped: do not squeeze to 80 columns
+    wide.print(headline_table(runs, args.index, config.target,
+                                   title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))
+    console.print(f"results: {', '.join(str(out / (n + '.json')) for n in names)}; plot: {out / 'pareto.png'}")
+
+    missed = [h for h in runs[0]["headline"] if h["qps"] is None]
+    for r in runs[1:]:
+        if not results.target_met(r):
+            console.print(f"[yellow]note: peer {r['index']['name']} misses recall10 >= {config.target:g} in some mode/threads[/]")
+    if missed:
+        where = ", ".join(f"{h['mode']} @ {h['threads']}t" for h in missed)
+        print(f"vdbbench run: {args.index} reached no recall10 >= {config.target:g} ({where}); "
+              f"widen the sweep (--nprobe, --rerank)", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ---------------------------------------------------------------- plot / compare / gate
+
+
+def _expand(paths: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(x for x in p.glob("*.json") if not x.name.endswith(".partial.json"))
+            if not found:
+                raise UsageError(f"{p}: no result files (*.json) in this directory")
+            out += found
+        else:
+            out.append(p)
+    return out
+
+
+def _load(path) -> dict:
+    from vdbbench.bench.results import load_result
+
+    try:
+        return load_result(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_plot(args) -> int:
+    from vdbbench.bench.plot import plot_results
+
+    runs = [_load(p) for p in _expand(args.results)]
+    out = Path(args.output)
+    if out.suffix.lower() != ".png":
+        raise UsageError(f"-o expects a .png file name, got {out}")
+    try:
+        plot_results(runs, out, title=args.title)
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from rich.console import Console
+
+    from vdbbench.bench.compare import compare_table, differences_in_setup
+
+    a, b = _load(args.a), _load(args.b)
+    console = Console()
+    for line in differences_in_setup(a, b):
+        console.print(f"[yellow]note: {line}[/]")
+    console.print(compare_table(a, b, "A", "B"))
+    return 0
+
+
+def cmd_gate(args) -> int:
+    from vdbbench.bench.gate import check
+
+    if not 0.0 < args.min_recall <= 1.0:
+        raise UsageError(f"--min-recall expects a value in (0, 1], got {args.min_recall}")
+    if not 0.0 <= args.max_qps_drop < 1.0:
+        raise UsageError(f"--max-qps-drop expects a fraction in [0, 1), got {args.max_qps_drop}")
+    try:
+        bad, ok = check(args.result, args.baseline, args.min_recall, args.max_qps_drop, args.peer)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    for line in ok:
+        print(f"ok: {line}")
+    for line in bad:
+        print(f"FAIL: {line}")
+    print("gate: " + ("failed" if bad else "passed"))
+    return 1 if bad else 0
+
+

@@ -1,0 +1,90 @@
+"""The CI gate: recall absolutely at the baseline headline's parameters, QPS as a ratio to a peer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vdbbench.bench.report import fmt_params
+from vdbbench.bench.results import headline_entry, load_result
+
+
+def _peer_result(result_path: Path, peer: str, what: str) -> dict:
+    path = Path(result_path).parent / f"{peer}.json"
+    try:
+        return load_result(path)
+    except ValueError:
+        raise ValueError(
+            f"no result for peer {peer!r} next to the {what} ({path}); run with --compare {peer}"
+        ) from None
+
+
+def check(
+    result_path, baseline_path, min_recall: float = 0.95, max_qps_drop: float = 0.10, peer: str | None = None
+) -> tuple[list[str], list[str]]:
+    """(violations, notes): one line per violated rule, and what was checked and passed.
+
+    ValueError when a file cannot be used at all (not a result, peer result missing).
+    """
+    res = load_result(result_path)
+    base = load_result(baseline_path)
+    bad: list[str] = []
+    ok: list[str] = []
+
+    if res["index"]["name"] != base["index"]["name"]:
+        bad.append(f"result is for index {res['index']['name']!r}, baseline for {base['index']['name']!r}")
+    if res["dataset"]["sha256"] != base["dataset"]["sha256"]:
+        bad.append(
+            f"result was measured on {res['dataset']['name']} (sha256 {res['dataset']['sha256'][:12]}), "
+            f"baseline on {base['dataset']['name']} (sha256 {base['dataset']['sha256'][:12]}): not comparable"
+        )
+
+    # Recall: absolute, at the parameters of each baseline headline (same params, once each).
+    wanted: dict[str, dict] = {}
+    for h in base["headline"]:
+        if h["params"] is not None:
+            wanted.setdefault(fmt_params(h["params"]), h["params"])
+    if not wanted:
+        bad.append(f"baseline {baseline_path} has no headline point (it missed its own target)")
+    for label, params in wanted.items():
+        found = [p for p in res["points"] if p["params"] == params]
+        if not found:
+            bad.append(f"recall: result has no point at {label} (the baseline headline's parameters); "
+                       f"include them in the sweep")
+            continue
+        recall = min(p["recall10"] for p in found)
+        if recall < min_recall:
+            bad.append(f"recall: recall10 {recall:.4f} < {min_recall:g} at {label}")
+        else:
+            ok.append(f"recall10 {recall:.4f} >= {min_recall:g} at {label}")
+
+    # QPS: ours/peer in the result's run vs ours/peer in the baseline's run, per mode/threads.
+    if peer is None:
+        ok.append("QPS not gated (no --peer given)")
+        return bad, ok
+    peer_res = _peer_result(result_path, peer, "result")
+    peer_base = _peer_result(baseline_path, peer, "baseline")
+    compared = 0
+    for h in base["headline"]:
+        mode, t = h["mode"], h["threads"]
+        b_ours, b_peer = headline_entry(base, mode, t), headline_entry(peer_base, mode, t)
+        if b_ours is None or b_peer is None:
+            continue
+        where = f"{mode} @ {t} thread{'s' if t > 1 else ''}"
+        r_ours, r_peer = headline_entry(res, mode, t), headline_entry(peer_res, mode, t)
+        if r_ours is None:
+            bad.append(f"qps: {res['index']['name']} reaches no recall10 >= target at {where} (baseline did)")
+            continue
+        if r_peer is None:
+            bad.append(f"qps: peer {peer} reaches no recall10 >= target at {where}; no ratio to gate on")
+            continue
+        compared += 1
+        now, then = r_ours["qps"] / r_peer["qps"], b_ours["qps"] / b_peer["qps"]
+        drop = 1.0 - now / then
+        text = f"QPS ratio {res['index']['name']}/{peer} at {where}: {now:.2f}x vs baseline {then:.2f}x"
+        if drop > max_qps_drop:
+            bad.append(f"qps: {text} (down {drop:.0%}, allowed {max_qps_drop:.0%})")
+        else:
+            ok.append(text)
+    if compared == 0 and not any(line.startswith("qps:") for line in bad):
+        bad.append(f"qps: baseline and result share no mode/threads where both {res['index']['name']} and {peer} have a headline")
+    return bad, ok

@@ -1,0 +1,67 @@
+"""Recall-vs-QPS Pareto fronts (ann-benchmarks style, log QPS) from result files, as a PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(recall, qps) pairs no other pair beats on both; sorted by recall."""
+    front: list[tuple[float, float]] = []
+    for recall, qps in sorted(points, key=lambda p: (-p[0], -p[1])):
+        if not front or qps > front[-1][1]:
+            front.append((recall, qps))
+    return sorted(front)
+
+
+def series(result: dict) -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """Per (mode, threads), the (recall10, qps) of every point of one result."""
+    out: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for p in result["points"]:
+        out.setdefault((p["mode"], p["threads"]), []).append((p["recall10"], p["qps"]))
+    return out
+
+
+# One colour per index, a line style per mode, a marker per thread count: 7 indexes x 4
+# series stay readable where a single colour cycle would repeat.
+_LINES = {"batch": "-", "single": "--"}
+_MARKERS = "os^Dv<>"
+
+
+def plot_results(runs: list[dict], out: Path, target: float | None = None, title: str | None = None) -> Path:
+    """Draw every series' Pareto front (all points faint) into ``out`` (PNG)."""
+    if not runs:
+        raise ValueError("nothing to plot: no results given")
+    if target is None:
+        target = runs[0].get("run", {}).get("target_recall", 0.95)
+    fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
+    colors = plt.get_cmap("tab10").colors
+    thread_counts = sorted({p["threads"] for r in runs for p in r["points"]})
+    for i, r in enumerate(runs):
+        color = colors[i % len(colors)]
+        for (mode, threads), pts in sorted(series(r).items()):
+            front = pareto_front(pts)
+            marker = _MARKERS[thread_counts.index(threads) % len(_MARKERS)]
+            ax.plot([p[0] for p in front], [p[1] for p in front], ls=_LINES.get(mode, ":"), marker=marker,
+                    ms=4, color=color, label=f"{r['index']['name']} {mode} @ {threads}t")
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=8, alpha=0.25, color=color)
+    ax.axvline(target, color="gray", ls="--", lw=1)
+    # x in data units, y in axes units: the label sits on top of the line whatever the QPS range.
+    ax.text(target, 1.0, f" target {target:g}", color="gray", va="bottom", transform=ax.get_xaxis_transform())
+    ax.set_yscale("log")
+    ax.set_xlabel("recall@10 (k-nn, ann-benchmarks)")
+    ax.set_ylabel("queries per second (log)")
+    ds = runs[0]["dataset"]
+    ax.set_title(title or f"{ds['name']}{' (generated)' if ds.get('synthetic') else ''}: n={ds['n']:,}, nq={ds['nq']:,}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

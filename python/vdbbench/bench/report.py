@@ -1,0 +1,124 @@
+"""Rich tables and markdown for results: the headline table with ratios to ours, and live progress."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from vdbbench.bench.results import headline_entry
+
+
+def fmt_params(params: dict | None) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items()) if params else "-"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def headline_rows(runs: list[dict], ours: str | None = None) -> list[dict]:
+    """One row per index and mode/threads: headline QPS, recall, params, build, ratio ours/this."""
+    ref = next((r for r in runs if r["index"]["name"] == ours), None)
+    rows = []
+    for r in runs:
+        b = r["build"]
+        for h in r["headline"]:
+            mine = headline_entry(ref, h["mode"], h["threads"]) if ref else None
+            ratio = mine["qps"] / h["qps"] if (mine and h["qps"]) else None
+            rows.append({
+                "index": r["index"]["name"],
+                "mode": h["mode"],
+                "threads": h["threads"],
+                "qps": h["qps"],
+                "recall10": h["recall10"],
+                "params": fmt_params(h["params"]),
+                "p50_ms": h["p50_ms"],
+                "p99_ms": h["p99_ms"],
+                "build_s": b["train_s"] + b["add_s"],
+                "cached": b.get("cached", False),
+                "bytes": b["bytes"],
+                "ratio": ratio,
+            })
+    rows.sort(key=lambda x: (x["mode"], x["threads"], x["index"] != ours, x["index"]))
+    return rows
+
+
+def _cells(row: dict, ours: str | None) -> list[str]:
+    def num(v, f):
+        return "-" if v is None else format(v, f)
+
+    return [
+        row["index"],
+        f"{row['mode']} @ {row['threads']}t",
+        "missed" if row["qps"] is None else f"{row['qps']:,.0f}",
+        num(row["recall10"], ".4f"),
+        row["params"],
+        "-" if row["p50_ms"] is None else f"{row['p50_ms']:.3f} / {row['p99_ms']:.3f}",
+        f"{row['build_s']:.1f}" + (" (cached)" if row["cached"] else ""),
+        fmt_bytes(row["bytes"]),
+        num(row["ratio"], ".2f") + ("x" if row["ratio"] is not None else ""),
+    ]
+
+
+def _headers(ours: str | None, target: float) -> list[str]:
+    return [
+        "index", "mode", f"QPS @ recall>={target:g}", "recall10", "params", "p50/p99 ms",
+        "build s", "memory", f"{ours or 'ours'} / this",
+    ]
+
+
+def headline_table(runs: list[dict], ours: str | None, target: float, title: str = "") -> Table:
+    table = Table(title=title or None, header_style="bold")
+    for i, h in enumerate(_headers(ours, target)):
+        table.add_column(h, justify="left" if i in (0, 1, 4) else "right", overflow="fold")
+    for row in headline_rows(runs, ours):
+        style = "bold" if row["index"] == ours else ("red" if row["qps"] is None else None)
+        table.add_row(*_cells(row, ours), style=style)
+    return table
+
+
+def headline_markdown(runs: list[dict], ours: str | None, target: float) -> str:
+    lines = ["| " + " | ".join(_headers(ours, target)) + " |", "|" + "---|" * 9]
+    for row in headline_rows(runs, ours):
+        lines.append("| " + " | ".join(_cells(row, ours)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+class RichReporter:
+    """Live progress through builds and sweeps: one spinner line per index, points counted."""
+
+    def __init__(self, console: Console):
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("[bold]{task.fields[index]}"), TextColumn("{task.description}"),
+            TextColumn("[dim]{task.completed} points"), TimeElapsedColumn(), console=console, transient=False,
+        )
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def _task(self, index: str) -> int:
+        if index not in self.tasks:
+            self.tasks[index] = self.progress.add_task("", index=index, total=None)
+        return self.tasks[index]
+
+    def phase(self, index: str, text: str) -> None:
+        self.progress.update(self._task(index), description=text)
+
+    def advance(self, index: str) -> None:
+        self.progress.advance(self._task(index))
+
+    def done(self, index: str, text: str) -> None:
+        self.progress.update(self._task(index), description=text)
+        self.progress.stop_task(self._task(index))
