@@ -6,10 +6,31 @@
 //!
 //! Conventions: `l2_*` is the squared Euclidean distance; `dot_*` the inner product. `*_batch`
 //! scores one query against `out.len()` contiguous rows of `q.len()` values each.
+//!
+//! Levels and tables:
+//! - x86_64: `Avx2` needs AVX2 + FMA + F16C (`avx2.rs`); `Avx512` needs AVX-512 F/BW/VL
+//!   (`avx512.rs`) and uses VNNI (`vpdpwssd`) for the u8 kernels when the CPU has it.
+//! - aarch64: `Neon` (`neon.rs`), declared untested until an aarch64 machine runs the parity
+//!   tests.
+//!
+//! Detection happens once. `VDBBENCH_SIMD` is a cap, not a demand: the active level is the
+//! best available level not above it (`neon` on x86_64 therefore means scalar, `avx2` on
+//! aarch64 means neon). An unknown value is reported once on stderr and ignored;
+//! `env_cap()` returns the same verdict for callers (the Python bindings) that want to surface
+//! it. `set_level_cap` overrides the environment at run time (tests, bindings).
 
 pub mod scalar;
 
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
+#[cfg(target_arch = "aarch64")]
+pub mod neon;
+
 use half::f16;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
 
 /// A SIMD level, ordered from least to most capable on its architecture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,9 +62,17 @@ impl SimdLevel {
     }
 }
 
+impl std::fmt::Display for SimdLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The kernels of one SIMD level.
 pub struct Kernels {
     pub level: SimdLevel,
+    /// The table's name: the level, plus the optional features it uses (e.g. "avx512+vnni").
+    pub name: &'static str,
     pub l2_f32: fn(&[f32], &[f32]) -> f32,
     pub dot_f32: fn(&[f32], &[f32]) -> f32,
     /// f32 query against a stored f16 vector.
@@ -65,6 +94,7 @@ pub struct Kernels {
 
 pub static SCALAR: Kernels = Kernels {
     level: SimdLevel::Scalar,
+    name: "scalar",
     l2_f32: scalar::l2_f32,
     dot_f32: scalar::dot_f32,
     l2_f32_f16: scalar::l2_f32_f16,
@@ -81,12 +111,94 @@ pub static SCALAR: Kernels = Kernels {
     f16_to_f32: scalar::f16_to_f32,
 };
 
-/// The kernel table of `level`, if this CPU supports it.
+// ---------------------------------------------------------------------------------------------
+// Detection (once) and the tables this CPU may run.
+
+/// What the CPU offers, detected once.
+#[derive(Clone, Copy, Debug)]
+struct Cpu {
+    avx2: bool,
+    avx512: bool,
+    vnni: bool,
+    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+    neon: bool,
+}
+
+fn cpu() -> Cpu {
+    static CPU: OnceLock<Cpu> = OnceLock::new();
+    *CPU.get_or_init(detect)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect() -> Cpu {
+    let avx2 = is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c");
+    let avx512 = avx2
+        && is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl");
+    let vnni = avx512 && is_x86_feature_detected!("avx512vnni");
+    Cpu { avx2, avx512, vnni, neon: false }
+}
+
+#[cfg(target_arch = "aarch64")]
+fn detect() -> Cpu {
+    // NEON (Advanced SIMD) is part of the aarch64 baseline.
+    Cpu { avx2: false, avx512: false, vnni: false, neon: true }
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn detect() -> Cpu {
+    Cpu { avx2: false, avx512: false, vnni: false, neon: false }
+}
+
+/// The kernel table of `level`, if this CPU supports it. For `Avx512` this is the VNNI
+/// variant when the CPU has VNNI.
 pub fn kernels_for(level: SimdLevel) -> Option<&'static Kernels> {
+    let c = cpu();
     match level {
         SimdLevel::Scalar => Some(&SCALAR),
-        _ => None, // SIMD tables: see the architecture modules
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx2 if c.avx2 => Some(&avx2::AVX2),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 if c.vnni => Some(&avx512::AVX512_VNNI),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 if c.avx512 => Some(&avx512::AVX512),
+        #[cfg(target_arch = "aarch64")]
+        SimdLevel::Neon if c.neon => Some(&neon::NEON),
+        _ => {
+            let _ = c;
+            None
+        }
     }
+}
+
+/// Every table this CPU can run, scalar first, including variants that share a level (e.g.
+/// "avx512" without and "avx512+vnni" with VNNI). For parity tests and benchmarks.
+pub fn available_tables() -> Vec<&'static Kernels> {
+    let c = cpu();
+    let mut v: Vec<&'static Kernels> = vec![&SCALAR];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if c.avx2 {
+            v.push(&avx2::AVX2);
+        }
+        if c.avx512 {
+            v.push(&avx512::AVX512);
+        }
+        if c.vnni {
+            v.push(&avx512::AVX512_VNNI);
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        if c.neon {
+            v.push(&neon::NEON);
+        }
+    }
+    let _ = c;
+    v
 }
 
 /// Every level this CPU can run, scalar first.
@@ -97,7 +209,109 @@ pub fn available_levels() -> Vec<SimdLevel> {
         .collect()
 }
 
-/// The table searches use now: the best available level under the cap.
+/// The best level this CPU has, ignoring every cap.
+pub fn detected_level() -> SimdLevel {
+    *available_levels().last().expect("scalar is always available")
+}
+
+/// The cap from `VDBBENCH_SIMD`, read once: `Ok(None)` when unset or empty, `Ok(Some(level))`
+/// for a known name, `Err(message)` for anything else (then no cap applies, and the message
+/// has been printed once on stderr).
+pub fn env_cap() -> Result<Option<SimdLevel>, String> {
+    static ENV: OnceLock<Result<Option<SimdLevel>, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let raw = match std::env::var("VDBBENCH_SIMD") {
+            Ok(s) => s,
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(s)) => s.to_string_lossy().into_owned(),
+        };
+        if raw.trim().is_empty() {
+            return Ok(None);
+        }
+        match SimdLevel::parse(&raw) {
+            Some(l) => Ok(Some(l)),
+            None => {
+                let msg = format!(
+                    "VDBBENCH_SIMD={raw:?} is not a SIMD level (expected one of scalar, avx2, \
+                     avx512, neon); ignoring it and using the detected level {}",
+                    detected_level()
+                );
+                eprintln!("vdbbench: warning: {msg}");
+                Err(msg)
+            }
+        }
+    })
+    .clone()
+}
+
+/// The best available level not above `cap`.
+fn best_under(cap: Option<SimdLevel>) -> SimdLevel {
+    available_levels()
+        .into_iter()
+        .filter(|l| cap.is_none_or(|c| *l <= c))
+        .last()
+        .unwrap_or(SimdLevel::Scalar)
+}
+
+/// The level used when no run-time cap is set: the detected level under the env cap.
+fn default_level() -> SimdLevel {
+    best_under(env_cap().unwrap_or(None))
+}
+
+const UNSET: u8 = u8::MAX;
+static ACTIVE: AtomicU8 = AtomicU8::new(UNSET);
+
+fn encode(level: SimdLevel) -> u8 {
+    level as u8
+}
+
+fn decode(v: u8) -> SimdLevel {
+    match v {
+        0 => SimdLevel::Scalar,
+        1 => SimdLevel::Neon,
+        2 => SimdLevel::Avx2,
+        _ => SimdLevel::Avx512,
+    }
+}
+
+/// Caps the active level at run time (overriding `VDBBENCH_SIMD`), for every thread of the
+/// process. `Some(level)` makes `level` active and returns it, or returns `Err` when this CPU
+/// cannot run it; `None` removes the run-time cap and returns the level then active (the
+/// detected one, under the env cap).
+pub fn set_level_cap(cap: Option<SimdLevel>) -> Result<SimdLevel, String> {
+    let level = match cap {
+        None => default_level(),
+        Some(l) if kernels_for(l).is_some() => l,
+        Some(l) => {
+            let have: Vec<&str> = available_levels().iter().map(|l| l.name()).collect();
+            return Err(format!(
+                "SIMD level {l} is not available on this CPU (available: {})",
+                have.join(", ")
+            ));
+        }
+    };
+    ACTIVE.store(encode(level), Ordering::Relaxed);
+    Ok(level)
+}
+
+/// The level `kernels()` hands out now.
+pub fn active_level() -> SimdLevel {
+    match ACTIVE.load(Ordering::Relaxed) {
+        UNSET => {
+            let l = default_level();
+            // Another thread may have set a cap meanwhile: keep theirs.
+            let _ = ACTIVE.compare_exchange(UNSET, encode(l), Ordering::Relaxed, Ordering::Relaxed);
+            decode(ACTIVE.load(Ordering::Relaxed))
+        }
+        v => decode(v),
+    }
+}
+
+/// The table searches use now: the best available level under the cap. Cheap (an atomic load
+/// and a match over static tables), so callers may fetch it per batch.
+#[inline]
 pub fn kernels() -> &'static Kernels {
-    &SCALAR
+    let level = active_level();
+    // Only levels that passed `kernels_for` are ever stored in ACTIVE.
+    kernels_for(level).unwrap_or(&SCALAR)
 }

@@ -1,0 +1,328 @@
+//! AVX2 + FMA + F16C kernels (x86_64), the `Avx2` table.
+//!
+//! Each `unsafe fn` carries `#[target_feature]`; the safe wrappers in the table check slice
+//! lengths (so no read goes out of bounds) and rely on `kernels_for` handing the table out only
+//! after `is_x86_feature_detected!` confirmed avx2, fma and f16c.
+//!
+//! Layout of the work: f32-query kernels keep four (single) or one-per-row (batch of 4 rows)
+//! FMA accumulators so the 4-cycle FMA latency is hidden; u8 l2 takes |a-b| with saturating
+//! subtractions, widens to i16 by unpacking with zero and squares-and-adds with `vpmaddwd`.
+//! Tails (dims not a multiple of the vector width) run the scalar twin's arithmetic.
+
+use super::{scalar, Kernels, SimdLevel};
+use half::f16;
+use std::arch::x86_64::*;
+
+pub static AVX2: Kernels = Kernels {
+    level: SimdLevel::Avx2,
+    name: "avx2",
+    l2_f32,
+    dot_f32,
+    l2_f32_f16,
+    dot_f32_f16,
+    l2_u8,
+    dot_f32_u8,
+    l2_f32_batch,
+    dot_f32_batch,
+    l2_f32_f16_batch,
+    dot_f32_f16_batch,
+    l2_u8_batch,
+    dot_f32_u8_batch,
+    f32_to_f16,
+    f16_to_f32,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Loads of 8 lanes as f32, for each stored element type.
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn ld_f32(p: *const f32) -> __m256 {
+    _mm256_loadu_ps(p)
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn ld_f16(p: *const f16) -> __m256 {
+    _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn ld_u8(p: *const u8) -> __m256 {
+    _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(p as *const __m128i)))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_ps(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Horizontal sums of four vectors: lane i of the result is the sum of `v[i]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum4_ps(a: __m256, b: __m256, c: __m256, d: __m256) -> __m128 {
+    let ab = _mm256_hadd_ps(a, b); // a01 a23 b01 b23 | a45 a67 b45 b67
+    let cd = _mm256_hadd_ps(c, d);
+    let abcd = _mm256_hadd_ps(ab, cd); // a0123 b0123 c0123 d0123 | a4567 ...
+    _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_epi32(v: __m256i) -> u32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    _mm_cvtsi128_si32(s) as u32
+}
+
+// ---------------------------------------------------------------------------------------------
+// f32 query against f32 / f16 / u8 rows. One macro, so the three element types share the
+// accumulator layout; `$l2` selects (q-x)^2 or q*x at compile time.
+
+macro_rules! f32_query {
+    ($single:ident, $batch:ident, $t:ty, $ld:ident, $tail:path, $l2:expr) => {
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $single(q: &[f32], x: &[$t]) -> f32 {
+            let n = q.len();
+            let (qp, xp) = (q.as_ptr(), x.as_ptr());
+            let mut acc = [_mm256_setzero_ps(); 4];
+            let mut i = 0;
+            while i + 32 <= n {
+                for (k, a) in acc.iter_mut().enumerate() {
+                    let o = i + 8 * k;
+                    *a = term::<{ $l2 }>(_mm256_loadu_ps(qp.add(o)), $ld(xp.add(o)), *a);
+                }
+                i += 32;
+            }
+            while i + 8 <= n {
+                acc[0] = term::<{ $l2 }>(_mm256_loadu_ps(qp.add(i)), $ld(xp.add(i)), acc[0]);
+                i += 8;
+            }
+            let v = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
+            hsum_ps(v) + $tail(&q[i..], &x[i..])
+        }
+
+        #[target_feature(enable = "avx2,fma,f16c")]
+        unsafe fn $batch(q: &[f32], rows: &[$t], out: &mut [f32]) {
+            let n = q.len();
+            let qp = q.as_ptr();
+            let main = n & !7;
+            let mut r = 0;
+            let nrows = out.len();
+            // Four rows at a time: the query chunk is loaded once for four FMAs.
+            while r + 4 <= nrows {
+                let xp = rows.as_ptr().add(r * n);
+                let mut a = [_mm256_setzero_ps(); 4];
+                let mut i = 0;
+                while i < main {
+                    let qv = _mm256_loadu_ps(qp.add(i));
+                    for (k, acc) in a.iter_mut().enumerate() {
+                        *acc = term::<{ $l2 }>(qv, $ld(xp.add(k * n + i)), *acc);
+                    }
+                    i += 8;
+                }
+                let s = hsum4_ps(a[0], a[1], a[2], a[3]);
+                let mut s4 = [0f32; 4];
+                _mm_storeu_ps(s4.as_mut_ptr(), s);
+                for k in 0..4 {
+                    let row = &rows[(r + k) * n..(r + k + 1) * n];
+                    out[r + k] = s4[k] + if main < n { $tail(&q[main..], &row[main..]) } else { 0.0 };
+                }
+                r += 4;
+            }
+            while r < nrows {
+                out[r] = $single(q, &rows[r * n..(r + 1) * n]);
+                r += 1;
+            }
+        }
+    };
+}
+
+/// One accumulation step: acc + (q-x)^2 for l2, acc + q*x for dot.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn term<const L2: bool>(q: __m256, x: __m256, acc: __m256) -> __m256 {
+    if L2 {
+        let d = _mm256_sub_ps(q, x);
+        _mm256_fmadd_ps(d, d, acc)
+    } else {
+        _mm256_fmadd_ps(q, x, acc)
+    }
+}
+
+f32_query!(l2_f32_impl, l2_f32_batch_impl, f32, ld_f32, scalar::l2_f32, true);
+f32_query!(dot_f32_impl, dot_f32_batch_impl, f32, ld_f32, scalar::dot_f32, false);
+f32_query!(l2_f32_f16_impl, l2_f32_f16_batch_impl, f16, ld_f16, scalar::l2_f32_f16, true);
+f32_query!(dot_f32_f16_impl, dot_f32_f16_batch_impl, f16, ld_f16, scalar::dot_f32_f16, false);
+f32_query!(dot_f32_u8_impl, dot_f32_u8_batch_impl, u8, ld_u8, scalar::dot_f32_u8, false);
+
+// ---------------------------------------------------------------------------------------------
+// u8 l2: |a-b| per byte (two saturating subtractions), widened to i16, squared and summed in
+// pairs by vpmaddwd into i32 lanes. All sums are taken modulo 2^32, so the result equals the
+// scalar twin's u32 sum exactly whenever that sum fits in u32 (any dim below 66051).
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn sqdiff32(a: __m256i, b: __m256i, acc: __m256i) -> __m256i {
+    let d = _mm256_or_si256(_mm256_subs_epu8(a, b), _mm256_subs_epu8(b, a));
+    let z = _mm256_setzero_si256();
+    let lo = _mm256_unpacklo_epi8(d, z);
+    let hi = _mm256_unpackhi_epi8(d, z);
+    _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(lo, lo), _mm256_madd_epi16(hi, hi)))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn l2_u8_impl(a: &[u8], b: &[u8]) -> u32 {
+    let n = a.len();
+    let (ap, bp) = (a.as_ptr() as *const __m256i, b.as_ptr() as *const __m256i);
+    let mut acc0 = _mm256_setzero_si256();
+    let mut acc1 = _mm256_setzero_si256();
+    let mut i = 0;
+    while i + 64 <= n {
+        let j = i / 32;
+        acc0 = sqdiff32(_mm256_loadu_si256(ap.add(j)), _mm256_loadu_si256(bp.add(j)), acc0);
+        acc1 = sqdiff32(_mm256_loadu_si256(ap.add(j + 1)), _mm256_loadu_si256(bp.add(j + 1)), acc1);
+        i += 64;
+    }
+    if i + 32 <= n {
+        let j = i / 32;
+        acc0 = sqdiff32(_mm256_loadu_si256(ap.add(j)), _mm256_loadu_si256(bp.add(j)), acc0);
+        i += 32;
+    }
+    hsum_epi32(_mm256_add_epi32(acc0, acc1)).wrapping_add(scalar::l2_u8(&a[i..], &b[i..]))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn l2_u8_batch_impl(q: &[u8], rows: &[u8], out: &mut [u32]) {
+    let n = q.len();
+    let main = n & !31;
+    let qp = q.as_ptr();
+    let nrows = out.len();
+    let mut r = 0;
+    while r + 4 <= nrows {
+        let xp = rows.as_ptr().add(r * n);
+        let mut a = [_mm256_setzero_si256(); 4];
+        let mut i = 0;
+        while i < main {
+            let qv = _mm256_loadu_si256(qp.add(i) as *const __m256i);
+            for (k, acc) in a.iter_mut().enumerate() {
+                *acc = sqdiff32(qv, _mm256_loadu_si256(xp.add(k * n + i) as *const __m256i), *acc);
+            }
+            i += 32;
+        }
+        // Transposing reduction: lane k of `s` is the sum of a[k].
+        let ab = _mm256_hadd_epi32(a[0], a[1]);
+        let cd = _mm256_hadd_epi32(a[2], a[3]);
+        let abcd = _mm256_hadd_epi32(ab, cd);
+        let s = _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256::<1>(abcd));
+        let mut s4 = [0u32; 4];
+        _mm_storeu_si128(s4.as_mut_ptr() as *mut __m128i, s);
+        for k in 0..4 {
+            let tail = if main < n {
+                scalar::l2_u8(&q[main..], &rows[(r + k) * n + main..(r + k + 1) * n])
+            } else {
+                0
+            };
+            out[r + k] = s4[k].wrapping_add(tail);
+        }
+        r += 4;
+    }
+    while r < nrows {
+        out[r] = l2_u8_impl(q, &rows[r * n..(r + 1) * n]);
+        r += 1;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions (F16C; round to nearest even, as `half`).
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f32_to_f16_impl(src: &[f32], dst: &mut [f16]) {
+    let n = src.len();
+    let mut i = 0;
+    while i + 8 <= n {
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(ld_f32(
+            src.as_ptr().add(i),
+        ));
+        _mm_storeu_si128(dst.as_mut_ptr().add(i) as *mut __m128i, h);
+        i += 8;
+    }
+    scalar::f32_to_f16(&src[i..], &mut dst[i..]);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_to_f32_impl(src: &[f16], dst: &mut [f32]) {
+    let n = src.len();
+    let mut i = 0;
+    while i + 8 <= n {
+        _mm256_storeu_ps(dst.as_mut_ptr().add(i), ld_f16(src.as_ptr().add(i)));
+        i += 8;
+    }
+    scalar::f16_to_f32(&src[i..], &mut dst[i..]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Safe wrappers: the length checks make every pointer read above stay inside its slice.
+
+#[inline]
+fn check_pair(a: usize, b: usize) {
+    assert_eq!(a, b, "kernel operands differ in length: {a} vs {b}");
+}
+
+#[inline]
+fn check_batch(dim: usize, rows: usize, nout: usize) {
+    assert_eq!(rows, dim * nout, "batch rows hold {rows} values, expected dim {dim} x {nout} rows");
+}
+
+macro_rules! wrap_pair {
+    ($name:ident, $imp:ident, $a:ty, $b:ty, $r:ty) => {
+        fn $name(a: &[$a], b: &[$b]) -> $r {
+            check_pair(a.len(), b.len());
+            // SAFETY: lengths checked above; the Avx2 table is only handed out after
+            // is_x86_feature_detected! confirmed avx2, fma and f16c (kernels::kernels_for).
+            unsafe { $imp(a, b) }
+        }
+    };
+}
+
+macro_rules! wrap_batch {
+    ($name:ident, $imp:ident, $a:ty, $b:ty, $r:ty) => {
+        fn $name(q: &[$a], rows: &[$b], out: &mut [$r]) {
+            check_batch(q.len(), rows.len(), out.len());
+            // SAFETY: lengths checked above; the Avx2 table is only handed out after
+            // is_x86_feature_detected! confirmed avx2, fma and f16c (kernels::kernels_for).
+            unsafe { $imp(q, rows, out) }
+        }
+    };
+}
+
+wrap_pair!(l2_f32, l2_f32_impl, f32, f32, f32);
+wrap_pair!(dot_f32, dot_f32_impl, f32, f32, f32);
+wrap_pair!(l2_f32_f16, l2_f32_f16_impl, f32, f16, f32);
+wrap_pair!(dot_f32_f16, dot_f32_f16_impl, f32, f16, f32);
+wrap_pair!(l2_u8, l2_u8_impl, u8, u8, u32);
+wrap_pair!(dot_f32_u8, dot_f32_u8_impl, f32, u8, f32);
+wrap_batch!(l2_f32_batch, l2_f32_batch_impl, f32, f32, f32);
+wrap_batch!(dot_f32_batch, dot_f32_batch_impl, f32, f32, f32);
+wrap_batch!(l2_f32_f16_batch, l2_f32_f16_batch_impl, f32, f16, f32);
+wrap_batch!(dot_f32_f16_batch, dot_f32_f16_batch_impl, f32, f16, f32);
+wrap_batch!(l2_u8_batch, l2_u8_batch_impl, u8, u8, u32);
+wrap_batch!(dot_f32_u8_batch, dot_f32_u8_batch_impl, f32, u8, f32);
+
+fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
+    check_pair(src.len(), dst.len());
+    // SAFETY: lengths checked; table handed out only after the feature check (see above).
+    unsafe { f32_to_f16_impl(src, dst) }
+}
+
+fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
+    check_pair(src.len(), dst.len());
+    // SAFETY: lengths checked; table handed out only after the feature check (see above).
+    unsafe { f16_to_f32_impl(src, dst) }
+}

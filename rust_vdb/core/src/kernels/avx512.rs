@@ -1,0 +1,396 @@
+//! AVX-512 kernels (x86_64), the `Avx512` tables: F/BW/VL everywhere, and a second table
+//! whose u8 kernels use VNNI (`vpdpwssd`) when the CPU has avx512vnni.
+//!
+//! Each `unsafe fn` carries `#[target_feature]`; the safe wrappers in the tables check slice
+//! lengths (so no read goes out of bounds) and rely on `kernels_for` handing a table out only
+//! after `is_x86_feature_detected!` confirmed its features. Tails use masked loads (masked-off
+//! lanes are neither read nor faulted on), so every dim runs the vector path.
+
+use super::{Kernels, SimdLevel};
+use half::f16;
+use std::arch::x86_64::*;
+
+pub static AVX512: Kernels = Kernels {
+    level: SimdLevel::Avx512,
+    name: "avx512",
+    l2_f32,
+    dot_f32,
+    l2_f32_f16,
+    dot_f32_f16,
+    l2_u8: l2_u8_madd,
+    dot_f32_u8,
+    l2_f32_batch,
+    dot_f32_batch,
+    l2_f32_f16_batch,
+    dot_f32_f16_batch,
+    l2_u8_batch: l2_u8_batch_madd,
+    dot_f32_u8_batch,
+    f32_to_f16,
+    f16_to_f32,
+};
+
+pub static AVX512_VNNI: Kernels = Kernels {
+    level: SimdLevel::Avx512,
+    name: "avx512+vnni",
+    l2_u8: l2_u8_vnni,
+    l2_u8_batch: l2_u8_batch_vnni,
+    ..AVX512
+};
+
+#[inline]
+fn mask16(n: usize) -> __mmask16 {
+    debug_assert!(n < 16);
+    ((1u32 << n) - 1) as __mmask16
+}
+
+#[inline]
+fn mask64(n: usize) -> __mmask64 {
+    debug_assert!(n < 64);
+    (1u64 << n) - 1
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loads of 16 lanes as f32 (full, and masked for tails), for each stored element type.
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn ld_f32(p: *const f32) -> __m512 {
+    _mm512_loadu_ps(p)
+}
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn ldm_f32(p: *const f32, m: __mmask16) -> __m512 {
+    _mm512_maskz_loadu_ps(m, p)
+}
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn ld_f16(p: *const f16) -> __m512 {
+    _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+}
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn ldm_f16(p: *const f16, m: __mmask16) -> __m512 {
+    _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p as *const i16))
+}
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn ld_u8(p: *const u8) -> __m512 {
+    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(p as *const __m128i)))
+}
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn ldm_u8(p: *const u8, m: __mmask16) -> __m512 {
+    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p as *const i8)))
+}
+
+/// One accumulation step: acc + (q-x)^2 for l2, acc + q*x for dot.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn term<const L2: bool>(q: __m512, x: __m512, acc: __m512) -> __m512 {
+    if L2 {
+        let d = _mm512_sub_ps(q, x);
+        _mm512_fmadd_ps(d, d, acc)
+    } else {
+        _mm512_fmadd_ps(q, x, acc)
+    }
+}
+
+/// The sum of the low and high 256-bit halves.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn half_ps(v: __m512) -> __m256 {
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    _mm256_add_ps(_mm512_castps512_ps256(v), hi)
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn half_epi32(v: __m512i) -> __m256i {
+    _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v))
+}
+
+/// Horizontal sums of four vectors: lane i of the result is the sum of the i-th argument.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn hsum4_ps(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
+    let ab = _mm256_hadd_ps(half_ps(a), half_ps(b));
+    let cd = _mm256_hadd_ps(half_ps(c), half_ps(d));
+    let abcd = _mm256_hadd_ps(ab, cd);
+    _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn hsum4_epi32(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m128i {
+    let ab = _mm256_hadd_epi32(half_epi32(a), half_epi32(b));
+    let cd = _mm256_hadd_epi32(half_epi32(c), half_epi32(d));
+    let abcd = _mm256_hadd_epi32(ab, cd);
+    _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256::<1>(abcd))
+}
+
+// ---------------------------------------------------------------------------------------------
+// f32 query against f32 / f16 / u8 rows.
+
+macro_rules! f32_query {
+    ($single:ident, $batch:ident, $t:ty, $ld:ident, $ldm:ident, $l2:expr) => {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+        unsafe fn $single(q: &[f32], x: &[$t]) -> f32 {
+            let n = q.len();
+            let (qp, xp) = (q.as_ptr(), x.as_ptr());
+            let mut acc = [_mm512_setzero_ps(); 4];
+            let mut i = 0;
+            while i + 64 <= n {
+                for (k, a) in acc.iter_mut().enumerate() {
+                    let o = i + 16 * k;
+                    *a = term::<{ $l2 }>(_mm512_loadu_ps(qp.add(o)), $ld(xp.add(o)), *a);
+                }
+                i += 64;
+            }
+            while i + 16 <= n {
+                acc[1] = term::<{ $l2 }>(_mm512_loadu_ps(qp.add(i)), $ld(xp.add(i)), acc[1]);
+                i += 16;
+            }
+            if i < n {
+                let m = mask16(n - i);
+                acc[2] = term::<{ $l2 }>(ldm_f32(qp.add(i), m), $ldm(xp.add(i), m), acc[2]);
+            }
+            let v = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+            _mm512_reduce_add_ps(v)
+        }
+
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+        unsafe fn $batch(q: &[f32], rows: &[$t], out: &mut [f32]) {
+            let n = q.len();
+            let qp = q.as_ptr();
+            let main = n & !15;
+            let nrows = out.len();
+            let tail = (main < n).then(|| mask16(n - main));
+            let mut r = 0;
+            // Four rows at a time: each query chunk is loaded once for four FMAs, and four
+            // independent chains hide the FMA latency.
+            while r + 4 <= nrows {
+                let xp = rows.as_ptr().add(r * n);
+                let mut a = [_mm512_setzero_ps(); 4];
+                let mut i = 0;
+                while i < main {
+                    let qv = _mm512_loadu_ps(qp.add(i));
+                    for (k, acc) in a.iter_mut().enumerate() {
+                        *acc = term::<{ $l2 }>(qv, $ld(xp.add(k * n + i)), *acc);
+                    }
+                    i += 16;
+                }
+                if let Some(m) = tail {
+                    let qv = ldm_f32(qp.add(main), m);
+                    for (k, acc) in a.iter_mut().enumerate() {
+                        *acc = term::<{ $l2 }>(qv, $ldm(xp.add(k * n + main), m), *acc);
+                    }
+                }
+                _mm_storeu_ps(out.as_mut_ptr().add(r), hsum4_ps(a[0], a[1], a[2], a[3]));
+                r += 4;
+            }
+            while r < nrows {
+                out[r] = $single(q, &rows[r * n..(r + 1) * n]);
+                r += 1;
+            }
+        }
+    };
+}
+
+f32_query!(l2_f32_impl, l2_f32_batch_impl, f32, ld_f32, ldm_f32, true);
+f32_query!(dot_f32_impl, dot_f32_batch_impl, f32, ld_f32, ldm_f32, false);
+f32_query!(l2_f32_f16_impl, l2_f32_f16_batch_impl, f16, ld_f16, ldm_f16, true);
+f32_query!(dot_f32_f16_impl, dot_f32_f16_batch_impl, f16, ld_f16, ldm_f16, false);
+f32_query!(dot_f32_u8_impl, dot_f32_u8_batch_impl, u8, ld_u8, ldm_u8, false);
+
+// ---------------------------------------------------------------------------------------------
+// u8 l2: |a-b| per byte (two saturating subtractions), widened to i16 by unpacking with zero
+// (lane order is irrelevant to a sum), squared and summed in pairs into i32 lanes, by
+// vpmaddwd + vpaddd or by VNNI's fused vpdpwssd. All sums are modulo 2^32, so the result
+// equals the scalar twin's u32 sum exactly whenever that fits in u32 (any dim below 66051).
+
+macro_rules! l2_u8_kernels {
+    ($single:ident, $batch:ident, $step:ident, $feat:literal) => {
+        #[inline]
+        #[target_feature(enable = $feat)]
+        unsafe fn $single(a: &[u8], b: &[u8]) -> u32 {
+            let n = a.len();
+            let (ap, bp) = (a.as_ptr() as *const i8, b.as_ptr() as *const i8);
+            let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+            let mut i = 0;
+            while i + 64 <= n {
+                (lo, hi) = $step(_mm512_loadu_si512(ap.add(i) as _), _mm512_loadu_si512(bp.add(i) as _), lo, hi);
+                i += 64;
+            }
+            if i < n {
+                let m = mask64(n - i);
+                (lo, hi) = $step(_mm512_maskz_loadu_epi8(m, ap.add(i)), _mm512_maskz_loadu_epi8(m, bp.add(i)), lo, hi);
+            }
+            _mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi)) as u32
+        }
+
+        #[target_feature(enable = $feat)]
+        unsafe fn $batch(q: &[u8], rows: &[u8], out: &mut [u32]) {
+            let n = q.len();
+            let qp = q.as_ptr() as *const i8;
+            let main = n & !63;
+            let nrows = out.len();
+            let tail = (main < n).then(|| mask64(n - main));
+            let mut r = 0;
+            while r + 4 <= nrows {
+                let xp = rows.as_ptr().add(r * n) as *const i8;
+                let mut lo = [_mm512_setzero_si512(); 4];
+                let mut hi = [_mm512_setzero_si512(); 4];
+                let mut i = 0;
+                while i < main {
+                    let qv = _mm512_loadu_si512(qp.add(i) as _);
+                    for k in 0..4 {
+                        let xv = _mm512_loadu_si512(xp.add(k * n + i) as _);
+                        (lo[k], hi[k]) = $step(qv, xv, lo[k], hi[k]);
+                    }
+                    i += 64;
+                }
+                if let Some(m) = tail {
+                    let qv = _mm512_maskz_loadu_epi8(m, qp.add(main));
+                    for k in 0..4 {
+                        let xv = _mm512_maskz_loadu_epi8(m, xp.add(k * n + main));
+                        (lo[k], hi[k]) = $step(qv, xv, lo[k], hi[k]);
+                    }
+                }
+                let s = hsum4_epi32(
+                    _mm512_add_epi32(lo[0], hi[0]),
+                    _mm512_add_epi32(lo[1], hi[1]),
+                    _mm512_add_epi32(lo[2], hi[2]),
+                    _mm512_add_epi32(lo[3], hi[3]),
+                );
+                _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, s);
+                r += 4;
+            }
+            while r < nrows {
+                out[r] = $single(q, &rows[r * n..(r + 1) * n]);
+                r += 1;
+            }
+        }
+    };
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn absdiff_widen(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
+    let d = _mm512_or_si512(_mm512_subs_epu8(a, b), _mm512_subs_epu8(b, a));
+    let z = _mm512_setzero_si512();
+    (_mm512_unpacklo_epi8(d, z), _mm512_unpackhi_epi8(d, z))
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn step_madd(a: __m512i, b: __m512i, lo: __m512i, hi: __m512i) -> (__m512i, __m512i) {
+    let (dl, dh) = absdiff_widen(a, b);
+    (_mm512_add_epi32(lo, _mm512_madd_epi16(dl, dl)), _mm512_add_epi32(hi, _mm512_madd_epi16(dh, dh)))
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn step_vnni(a: __m512i, b: __m512i, lo: __m512i, hi: __m512i) -> (__m512i, __m512i) {
+    let (dl, dh) = absdiff_widen(a, b);
+    (_mm512_dpwssd_epi32(lo, dl, dl), _mm512_dpwssd_epi32(hi, dh, dh))
+}
+
+l2_u8_kernels!(l2_u8_madd_impl, l2_u8_batch_madd_impl, step_madd, "avx512f,avx512bw,avx512vl");
+l2_u8_kernels!(l2_u8_vnni_impl, l2_u8_batch_vnni_impl, step_vnni, "avx512f,avx512bw,avx512vl,avx512vnni");
+
+// ---------------------------------------------------------------------------------------------
+// Conversions (round to nearest even, as `half`).
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn f32_to_f16_impl(src: &[f32], dst: &mut [f16]) {
+    const R: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    let n = src.len();
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    let mut i = 0;
+    while i + 16 <= n {
+        let h = _mm512_cvtps_ph::<R>(_mm512_loadu_ps(s.add(i)));
+        _mm256_storeu_si256(d.add(i) as *mut __m256i, h);
+        i += 16;
+    }
+    if i < n {
+        let m = mask16(n - i);
+        let h = _mm512_cvtps_ph::<R>(_mm512_maskz_loadu_ps(m, s.add(i)));
+        _mm256_mask_storeu_epi16(d.add(i) as *mut i16, m, h);
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn f16_to_f32_impl(src: &[f16], dst: &mut [f32]) {
+    let n = src.len();
+    let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+    let mut i = 0;
+    while i + 16 <= n {
+        _mm512_storeu_ps(d.add(i), ld_f16(s.add(i)));
+        i += 16;
+    }
+    if i < n {
+        let m = mask16(n - i);
+        _mm512_mask_storeu_ps(d.add(i), m, ldm_f16(s.add(i), m));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Safe wrappers: the length checks keep every (unmasked) pointer read above inside its slice.
+
+#[inline]
+fn check_pair(a: usize, b: usize) {
+    assert_eq!(a, b, "kernel operands differ in length: {a} vs {b}");
+}
+
+#[inline]
+fn check_batch(dim: usize, rows: usize, nout: usize) {
+    assert_eq!(rows, dim * nout, "batch rows hold {rows} values, expected dim {dim} x {nout} rows");
+}
+
+macro_rules! wrap {
+    (pair $name:ident, $imp:ident, $a:ty, $b:ty, $r:ty) => {
+        fn $name(a: &[$a], b: &[$b]) -> $r {
+            check_pair(a.len(), b.len());
+            // SAFETY: lengths checked above; the tables holding this wrapper are only handed
+            // out after is_x86_feature_detected! confirmed every feature $imp enables
+            // (kernels::kernels_for / available_tables).
+            unsafe { $imp(a, b) }
+        }
+    };
+    (batch $name:ident, $imp:ident, $a:ty, $b:ty, $r:ty) => {
+        fn $name(q: &[$a], rows: &[$b], out: &mut [$r]) {
+            check_batch(q.len(), rows.len(), out.len());
+            // SAFETY: lengths checked above; the tables holding this wrapper are only handed
+            // out after is_x86_feature_detected! confirmed every feature $imp enables
+            // (kernels::kernels_for / available_tables).
+            unsafe { $imp(q, rows, out) }
+        }
+    };
+}
+
+wrap!(pair l2_f32, l2_f32_impl, f32, f32, f32);
+wrap!(pair dot_f32, dot_f32_impl, f32, f32, f32);
+wrap!(pair l2_f32_f16, l2_f32_f16_impl, f32, f16, f32);
+wrap!(pair dot_f32_f16, dot_f32_f16_impl, f32, f16, f32);
+wrap!(pair l2_u8_madd, l2_u8_madd_impl, u8, u8, u32);
+wrap!(pair l2_u8_vnni, l2_u8_vnni_impl, u8, u8, u32);
+wrap!(pair dot_f32_u8, dot_f32_u8_impl, f32, u8, f32);
+wrap!(batch l2_f32_batch, l2_f32_batch_impl, f32, f32, f32);
+wrap!(batch dot_f32_batch, dot_f32_batch_impl, f32, f32, f32);
+wrap!(batch l2_f32_f16_batch, l2_f32_f16_batch_impl, f32, f16, f32);
+wrap!(batch dot_f32_f16_batch, dot_f32_f16_batch_impl, f32, f16, f32);
+wrap!(batch l2_u8_batch_madd, l2_u8_batch_madd_impl, u8, u8, u32);
+wrap!(batch l2_u8_batch_vnni, l2_u8_batch_vnni_impl, u8, u8, u32);
+wrap!(batch dot_f32_u8_batch, dot_f32_u8_batch_impl, f32, u8, f32);
+
+fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
+    check_pair(src.len(), dst.len());
+    // SAFETY: lengths checked; the table is handed out only after the feature check.
+    unsafe { f32_to_f16_impl(src, dst) }
+}
+
+fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
+    check_pair(src.len(), dst.len());
+    // SAFETY: lengths checked; the table is handed out only after the feature check.
+    unsafe { f16_to_f32_impl(src, dst) }
+}
