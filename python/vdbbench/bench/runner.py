@@ -138,6 +138,7 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
         raise ValueError(f"dataset {dataset.name!r} has no ground truth; recall cannot be measured")
     k = config.options.k
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     final_path = out_dir / f"{adapter.name}.json"
     partial_path = out_dir / f"{adapter.name}.partial.json"
     sha = results.dataset_sha256(dataset)

@@ -1,0 +1,165 @@
+"""The benchmark runner: adaptive sweep, recall of every point, headline, cache and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np
+import pytest
+
+from vdbbench.bench import results
+from vdbbench.bench.adapters import RunOptions, default_nlist
+from vdbbench.bench.data import exact_ground_truth
+from vdbbench.bench.metrics import knn_recall
+from vdbbench.bench.registry import adapter_class
+from vdbbench.bench.runner import RunConfig, run_index
+from vdbbench.bench.sweep import adaptive_values
+from vdbbench.datasets.base import Dataset
+from vdbbench.datasets.synth import synth_sift
+
+
+@pytest.fixture(scope="module")
+def small() -> Dataset:
+    base, queries = synth_sift(4000, 200, seed=3)
+    nb, dist = exact_ground_truth(base, queries)
+    return Dataset("test-sift-4k", base, queries, "l2", nb, dist, synthetic=True, source="generated")
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("VDBBENCH_DATA", str(tmp_path / "data"))
+
+
+def _cfg(**kw) -> RunConfig:
+    kw.setdefault("threads", (1,))
+    kw.setdefault("modes", ("batch", "single"))
+    kw.setdefault("repeats", 1)
+    kw.setdefault("single_queries", 20)
+    return RunConfig(**kw)
+
+
+def test_adaptive_sweep_doubles_then_bisects_then_steps_above():
+    calls = []
+
+    def recall(v):  # monotone: reaches 0.95 first at v = 37
+        return min(1.0, v / 38.9)
+
+    def measured(v):
+        calls.append(v)
+        return recall(v)
+
+    values = adaptive_values(measured, 1, 1000, 0.95, max_bisect=10)
+    assert {1, 2, 4, 8, 16, 32, 64} <= set(values)  # doublings until the target is passed
+    assert 36 in values and 37 in values  # bisection ends at adjacent integers around it
+    assert min(v for v in values if recall(v) >= 0.95) == 37
+    assert {56, 74} <= set(values) and max(values) == 74  # x1.5 and x2 above the smallest reaching value
+    assert len(calls) == len(set(calls))  # no value measured twice
+
+
+def test_adaptive_sweep_that_never_reaches_target_tries_every_doubling():
+    values = adaptive_values(lambda v: 0.5, 1, 20, 0.95)
+    assert values == [1, 2, 4, 8, 16, 20]
+
+
+def test_runner_records_true_recall_and_headline(small, tmp_path):
+    cfg = _cfg(threads=(1, 2))
+    adapter = adapter_class("faiss-ivf-flat")(small.dim, small.n, small.metric, cfg.options)
+    r = run_index(adapter, small, cfg, tmp_path)
+
+    assert r["schema"] == results.SCHEMA
+    assert r["index"]["params"]["nlist"] == default_nlist(small.n)
+    assert r["dataset"]["n"] == small.n and r["dataset"]["synthetic"] is True
+    assert len(r["dataset"]["sha256"]) == 64
+    assert r["build"]["bytes"] > small.train.nbytes  # IVF-Flat keeps every vector in f32
+    assert r["machine"]["cores"] >= 1 and "faiss" in r["machine"]
+    # every point's recall is the shared k-nn recall of what the index returns at those params
+    for p in r["points"][:3]:
+        ids = adapter.search(small.test, 10, p["params"], 1)
+        assert p["recall10"] == pytest.approx(knn_recall(ids, small.train, small.test, small.distances))
+    combos = {(p["mode"], p["threads"]) for p in r["points"]}
+    assert combos == {("batch", 1), ("batch", 2), ("single", 1), ("single", 2)}
+    single = [p for p in r["points"] if p["mode"] == "single"]
+    assert all(0 < p["p50_ms"] <= p["p99_ms"] for p in single)
+    # adaptive: some point is under the target and some at/above it
+    recalls = sorted({p["recall10"] for p in r["points"]})
+    assert recalls[0] < 0.95 <= recalls[-1]
+    for h in r["headline"]:
+        ok = [p for p in r["points"] if (p["mode"], p["threads"]) == (h["mode"], h["threads"]) and p["recall10"] >= 0.95]
+        assert h["qps"] == max(p["qps"] for p in ok)
+    on_disk = json.loads((tmp_path / "faiss-ivf-flat.json").read_text())
+    assert on_disk["headline"] == r["headline"]
+    assert not (tmp_path / "faiss-ivf-flat.partial.json").exists()
+
+
+def test_peer_index_is_cached_and_reused(small, tmp_path):
+    cfg = _cfg(modes=("batch",))
+    opts = cfg.options
+    first = run_index(adapter_class("faiss-ivf-sq8")(small.dim, small.n, "l2", opts), small, cfg, tmp_path / "a")
+    second = run_index(adapter_class("faiss-ivf-sq8")(small.dim, small.n, "l2", opts), small, cfg, tmp_path / "b")
+    assert first["build"]["cached"] is False and second["build"]["cached"] is True
+    assert second["build"]["train_s"] == first["build"]["train_s"]  # recorded figures reused
+    assert [p["recall10"] for p in second["points"]] == [p["recall10"] for p in first["points"]]
+    cached = list((tmp_path / "data" / "indexes").glob("faiss-ivf-sq8-*.index"))
+    assert len(cached) == 1
+    # another configuration is another entry
+    other = RunOptions(nlist=32)
+    run_index(adapter_class("faiss-ivf-sq8")(small.dim, small.n, "l2", other), small, _cfg(modes=("batch",), options=other), tmp_path / "c")
+    assert len(list((tmp_path / "data" / "indexes").glob("faiss-ivf-sq8-*.index"))) == 2
+
+
+def test_resume_keeps_completed_points(small, tmp_path):
+    opts = RunOptions(nprobe=(1, 2, 4))
+    cfg = _cfg(modes=("batch",), options=opts)
+    adapter = adapter_class("faiss-ivf-flat")(small.dim, small.n, "l2", opts)
+    full = run_index(adapter, small, cfg, tmp_path)
+    # simulate an interruption after the first point: a partial file holding one point
+    first = full["points"][0]
+    partial = {
+        "identity": {"dataset_sha256": full["dataset"]["sha256"], "index": "faiss-ivf-flat",
+                     "params": adapter.build_params(), "k": 10},
+        "recalls": {}, "points": [{**first, "qps": -1.0}],
+    }
+    (tmp_path / "faiss-ivf-flat.partial.json").write_text(json.dumps(partial))
+    resumed = run_index(adapter, small, cfg, tmp_path, resume=True)
+    assert resumed["points"][0]["qps"] == -1.0  # kept, not re-measured
+    assert [p["params"] for p in resumed["points"]] == [p["params"] for p in full["points"]]
+
+
+def test_hnsw_and_refine_peers_reach_target(small, tmp_path):
+    cfg = _cfg(modes=("batch",))
+    for name in ("faiss-hnsw", "faiss-ivf-sq8-refine"):
+        r = run_index(adapter_class(name)(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
+        assert results.target_met(r), name
+    refine = json.loads((tmp_path / "faiss-ivf-sq8-refine.json").read_text())
+    assert {p["params"]["k_factor"] for p in refine["points"]} == {4, 8, 16}
+
+
+def test_unsupported_metric_and_missing_ground_truth_are_refused(small, tmp_path):
+    cfg = _cfg()
+    weird = Dataset("jaccard-set", small.train, small.test, "jaccard", small.neighbors, small.distances)
+    with pytest.raises(ValueError, match="does not support metric 'jaccard'"):
+        run_index(adapter_class("faiss-ivf-flat")(small.dim, small.n, "jaccard", cfg.options), weird, cfg, tmp_path)
+    bare = Dataset("no-gt", small.train, small.test, "l2")
+    with pytest.raises(ValueError, match="no ground truth"):
+        run_index(adapter_class("faiss-ivf-flat")(small.dim, small.n, "l2", cfg.options), bare, cfg, tmp_path)
+
+
+def test_flat_of_our_engine_is_exact(small, tmp_path):
+    pytest.importorskip("vdbbench._rust_vdb")
+    cfg = _cfg()
+    r = run_index(adapter_class("flat")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
+    assert all(p["recall10"] == 1.0 for p in r["points"])
+    assert r["machine"]["simd"]
+
+
+def test_ours_ivf_reports_stage_breakdown(small, tmp_path):
+    pytest.importorskip("vdbbench._rust_vdb")
+    cfg = _cfg(modes=("batch",))
+    r = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
+    assert results.target_met(r)
+    assert {p["params"]["rerank"] for p in r["points"]} == {40, 80, 160}
+    assert all(isinstance(p.get("stages"), dict) and p["stages"] for p in r["points"])
+    assert r["build"]["bytes"] > 0 and r["build"]["cached"] is False

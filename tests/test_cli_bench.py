@@ -1,0 +1,116 @@
+"""`vdbbench run / plot / compare` from the command line: files written, exit codes, messages."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest
+
+from vdbbench.cli import main
+
+DATASET = "synth-sift-20k"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("vdbbench-data")
+
+
+@pytest.fixture(autouse=True)
+def _env(data_dir, monkeypatch):
+    monkeypatch.setenv("VDBBENCH_DATA", str(data_dir))
+
+
+def run(*argv) -> int:
+    return main(["run", "--dataset", DATASET, "--repeats", "1", "--single-queries", "50", *argv])
+
+
+def test_run_with_a_peer_writes_results_plot_and_ratio_table(tmp_path, capsys):
+    out = tmp_path / "out"
+    rc = run("--index", "faiss-ivf-sq8-refine", "--compare", "faiss-ivf-flat", "--threads", "1", "--out", str(out))
+    assert rc == 0
+    for name in ("faiss-ivf-sq8-refine", "faiss-ivf-flat"):
+        r = json.loads((out / f"{name}.json").read_text())
+        assert r["schema"] == "vdbbench.result/1" and r["dataset"]["name"] == DATASET
+        assert {(h["mode"], h["threads"]) for h in r["headline"]} == {("batch", 1), ("single", 1)}
+        assert all(h["recall10"] >= 0.95 for h in r["headline"])
+    assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = (out / "table.md").read_text()
+    assert "faiss-ivf-sq8-refine / this" in table and "x |" in table
+    printed = capsys.readouterr().out
+    assert "faiss-ivf-flat" in printed and "1.00x" in printed
+
+
+def test_missed_target_still_writes_files_and_exits_1(tmp_path, capsys):
+    out = tmp_path / "miss"
+    rc = run("--index", "faiss-ivf-flat", "--nprobe", "1", "--mode", "batch", "--threads", "1", "--out", str(out))
+    assert rc == 1
+    r = json.loads((out / "faiss-ivf-flat.json").read_text())
+    assert r["headline"][0]["qps"] is None and r["points"][0]["recall10"] < 0.95
+    assert "reached no recall10 >= 0.95" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--index", "faiss-ivf-flat", "--threads", "0"], "--threads expects integers >= 1, got '0'"),
+        (["--index", "annoy"], "unknown index 'annoy'; valid: ivf, flat, faiss-ivf-flat"),
+        (["--index", "faiss-ivf-flat", "--mode", "fast"], "--mode expects batch and/or single"),
+        (["--index", "faiss-ivf-flat", "--nprobe", "1,x"], "--nprobe expects comma-separated integers"),
+        (["--index", "faiss-ivf-flat", "--nprobe", "100000"], "nprobe 100000 is outside 1..nlist=566"),
+        (["--index", "faiss-ivf-sq8-refine", "--rerank", "5"], "--rerank values must be 0 or >= k=10"),
+        (["--index", "faiss-ivf-flat", "--target-recall", "1.5"], "--target-recall expects a value in (0, 1]"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_clear_message(argv, message, tmp_path, capsys):
+    assert run(*argv, "--out", str(tmp_path / "o")) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_unknown_dataset_lists_valid_ones(tmp_path, capsys):
+    assert main(["run", "--index", "faiss-ivf-flat", "--dataset", "sift-2m-typo", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "sift-2m-typo" in err and "sift-1m" in err and "synth-sift-20k" in err
+
+
+def test_unwritable_output_directory(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert run("--index", "faiss-ivf-flat", "--out", str(blocker / "sub")) == 2
+    assert f"cannot write results to {blocker / 'sub'}" in capsys.readouterr().err
+
+
+def test_bad_usage_from_the_real_entry_point_has_no_traceback(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "python")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "vdbbench", "run", "--index", "ivf", "--threads", "0", "--out", str(tmp_path)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == "vdbbench run: error: --threads expects integers >= 1, got '0'"
+    assert "Traceback" not in proc.stderr
+
+
+def test_plot_and_compare_read_result_files(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert run("--index", "faiss-ivf-flat", "--compare", "faiss-ivf-sqfp16", "--threads", "1", "--out", str(out)) == 0
+    png = tmp_path / "fronts.png"
+    assert main(["plot", str(out / "faiss-ivf-flat.json"), str(out / "faiss-ivf-sqfp16.json"), "-o", str(png)]) == 0
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+    capsys.readouterr()
+    assert main(["compare", str(out / "faiss-ivf-flat.json"), str(out / "faiss-ivf-sqfp16.json")]) == 0
+    text = capsys.readouterr().out
+    assert "headline QPS batch @ 1t" in text and "bytes" in text and "x" in text
+    # a file that is not a result: exit 2 and why
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text("{}")
+    assert main(["compare", str(bogus), str(out / "faiss-ivf-flat.json")]) == 2
+    assert "not a vdbbench result" in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""`vdbbench gate`: recall gated at the baseline headline's parameters, QPS as a ratio to a peer."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest
+
+from vdbbench.cli import main
+
+COMMON = ["--dataset", "synth-sift-20k", "--threads", "1", "--mode", "batch", "--repeats", "1"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("vdbbench-data")
+
+
+@pytest.fixture(autouse=True)
+def _env(data_dir, monkeypatch):
+    monkeypatch.setenv("VDBBENCH_DATA", str(data_dir))
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, data_dir):
+    out = tmp_path_factory.mktemp("baseline")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VDBBENCH_DATA", str(data_dir))
+        assert main(["run", "--index", "faiss-ivf-flat", "--compare", "faiss-ivf-sq8", *COMMON, "--out", str(out)]) == 0
+    return out
+
+
+def _headline_nprobes(base_dir) -> str:
+    r = json.loads((base_dir / "faiss-ivf-flat.json").read_text())
+    return ",".join(str(h["params"]["nprobe"]) for h in r["headline"])
+
+
+def gate(result, baseline, *extra) -> int:
+    return main(["gate", str(result), "--baseline", str(baseline), *extra])
+
+
+def test_unchanged_result_passes(baseline, tmp_path, capsys):
+    res = tmp_path / "res"
+    assert main(["run", "--index", "faiss-ivf-flat", *COMMON, "--nprobe", _headline_nprobes(baseline), "--out", str(res)]) == 0
+    assert gate(res / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json") == 0
+    out = capsys.readouterr().out
+    assert "ok: recall10" in out and out.strip().endswith("gate: passed")
+
+
+def test_recall_under_the_floor_fails(baseline, tmp_path, capsys):
+    # a regression: four times the lists, so the baseline's nprobe no longer reaches 0.95
+    res = tmp_path / "worse"
+    nlist = 4 * json.loads((baseline / "faiss-ivf-flat.json").read_text())["index"]["params"]["nlist"]
+    rc = main(["run", "--index", "faiss-ivf-flat", *COMMON, "--nlist", str(nlist),
+               "--nprobe", _headline_nprobes(baseline), "--out", str(res)])
+    assert rc == 1
+    capsys.readouterr()
+    assert gate(res / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json") == 1
+    lines = capsys.readouterr().out.splitlines()
+    fails = [line for line in lines if line.startswith("FAIL:")]
+    assert fails and all("recall: recall10 0." in line and "< 0.95 at nprobe=" in line for line in fails)
+
+
+def test_missing_baseline_point_fails(baseline, tmp_path, capsys):
+    res = tmp_path / "other"
+    nprobes = {int(v) for v in _headline_nprobes(baseline).split(",")}
+    others = ",".join(str(v) for v in (max(nprobes) + 1, max(nprobes) + 2))
+    main(["run", "--index", "faiss-ivf-flat", *COMMON, "--nprobe", others, "--out", str(res)])
+    capsys.readouterr()
+    assert gate(res / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json") == 1
+    assert "FAIL: recall: result has no point at nprobe=" in capsys.readouterr().out
+
+
+def test_qps_is_gated_as_a_ratio_to_the_peer(baseline, tmp_path, capsys):
+    same = tmp_path / "same"
+    shutil.copytree(baseline, same)
+    assert gate(same / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json", "--peer", "faiss-ivf-sq8") == 0
+    assert "ok: QPS ratio faiss-ivf-flat/faiss-ivf-sq8 at batch @ 1 thread" in capsys.readouterr().out
+
+    # the peer got twice as fast relative to us in this run: our ratio halved
+    peer = json.loads((same / "faiss-ivf-sq8.json").read_text())
+    for p in peer["points"]:
+        p["qps"] *= 2
+    for h in peer["headline"]:
+        h["qps"] *= 2
+    (same / "faiss-ivf-sq8.json").write_text(json.dumps(peer))
+    assert gate(same / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json", "--peer", "faiss-ivf-sq8") == 1
+    out = capsys.readouterr().out
+    assert "FAIL: qps: QPS ratio faiss-ivf-flat/faiss-ivf-sq8 at batch @ 1 thread" in out
+    assert "(down 50%, allowed 10%)" in out
+
+
+def test_gate_usage_errors(baseline, tmp_path, capsys):
+    assert gate(baseline / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json", "--peer", "faiss-hnsw") == 2
+    assert "no result for peer 'faiss-hnsw'" in capsys.readouterr().err
+    assert gate(tmp_path / "nope.json", baseline / "faiss-ivf-flat.json") == 2
+    assert "no such result file" in capsys.readouterr().err
