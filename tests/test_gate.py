@@ -73,6 +73,12 @@ def test_missing_baseline_point_fails(baseline, tmp_path, capsys):
     capsys.readouterr()
     assert gate(res / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json") == 1
     assert "FAIL: recall: result has no point at nprobe=" in capsys.readouterr().out
+    # `run --baseline` measures the baseline's headline parameters besides its own sweep
+    fixed = tmp_path / "fixed"
+    main(["run", "--index", "faiss-ivf-flat", *COMMON, "--nprobe", others,
+          "--baseline", str(baseline / "faiss-ivf-flat.json"), "--out", str(fixed)])
+    capsys.readouterr()
+    assert gate(fixed / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json") == 0
 
 
 def test_qps_is_gated_as_a_ratio_to_the_peer(baseline, tmp_path, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from dataclasses import replace
 import sys
 from pathlib import Path
 
@@ -55,6 +56,8 @@ def register(subparsers) -> None:
     run.add_argument("--queries", type=int, help="use only the first N queries (default all)")
     run.add_argument("--single-queries", type=int, default=1000,
                      help="queries timed one by one for latency (default 1000, the first ones)")
+    run.add_argument("--baseline", help="a baseline result JSON: also measure its headline parameters "
+                     "(so `vdbbench gate` finds them whatever the adaptive sweep visits)")
     run.add_argument("--no-cache", action="store_true", help="rebuild peer indexes instead of loading the cache")
     run.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (or the latest one)")
     run.set_defaults(func=cmd_run)
@@ -138,9 +141,14 @@ def _config(args):
         raise UsageError(f"--single-queries expects an integer >= 1, got {args.single_queries}")
     if not 0.0 < args.target_recall <= 1.0:
         raise UsageError(f"--target-recall expects a value in (0, 1], got {args.target_recall}")
+    extra: tuple[dict, ...] = ()
+    if args.baseline:
+        base = _load(args.baseline)
+        extra = tuple({**h["params"]} for h in base["headline"] if h["params"] is not None)
     return RunConfig(
         target=args.target_recall, threads=threads, modes=modes, repeats=args.repeats,
         single_queries=args.single_queries, use_cache=not args.no_cache, options=_options(args),
+        extra_points=extra,
     )
 
 
@@ -165,8 +173,6 @@ def _load_dataset(name: str, queries: int | None, console):
 
 
 def _subset_queries(ds, nq: int):
-    from dataclasses import replace
-
     if nq >= ds.nq:
         return ds
     return replace(
@@ -231,7 +237,9 @@ def cmd_run(args) -> int:
     runs = []
     with RichReporter(console) as reporter:
         for n, adapter in adapters.items():
-            r = run_index(adapter, ds, config, out, reporter, resume=args.resume)
+            # a --baseline's headline points belong to the index under test, not to its peers
+            cfg = config if n == args.index else replace(config, extra_points=())
+            r = run_index(adapter, ds, cfg, out, reporter, resume=args.resume)
             best = [h for h in r["headline"] if h["qps"] is not None]
             reporter.done(n, f"done: {len(r['points'])} points; best {max(h['qps'] for h in best):,.0f} QPS"
                           if best else f"done: {len(r['points'])} points; target missed")

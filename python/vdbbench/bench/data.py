@@ -22,10 +22,10 @@ def _loader():
 def known_names() -> list[str]:
     """Names to suggest when a dataset is unknown."""
     try:
-        from vdbbench.datasets import registry  # type: ignore[attr-defined]
+        from vdbbench.datasets.registry import registry
 
-        names = list(getattr(registry, "names")())
-    except (ImportError, AttributeError, TypeError):
+        names = list(registry())
+    except (ImportError, OSError, ValueError):
         names = ["sift-1m"]
     gen = ["synth-sift-20k", "synth-sift-100k", "synth-sift-1m", "synth-float-100k"]
     return names + [g for g in gen if g not in names]

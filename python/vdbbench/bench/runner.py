@@ -31,6 +31,9 @@ class RunConfig:
     single_queries: int = 1000  # single-query latency is measured on the first N queries
     use_cache: bool = True
     max_bisect: int = 4
+    # parameter sets measured in addition to the sweep (e.g. a baseline's headline points, so
+    # that `vdbbench gate` finds them whatever the sweep visits); ignored when their knobs differ
+    extra_points: tuple[dict, ...] = ()
     options: RunOptions = field(default_factory=RunOptions)
 
     def __post_init__(self):
@@ -156,6 +159,12 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
     build = build_index(adapter, dataset, config, reporter)
     evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"])
     param_sets = sweep_points(adapter, evaluate, config, reporter)
+    knobs = set(param_sets[0]) if param_sets else set()
+    for extra in config.extra_points:
+        if set(extra) == knobs and extra not in param_sets:
+            reporter.phase(adapter.name, "measuring baseline point " + _fmt(extra))
+            evaluate(extra)
+            param_sets.append(dict(extra))
     results.write_json(partial_path, state)
 
     done = {(results.point_key(p["params"]), p["threads"], p["mode"]) for p in state["points"]}
