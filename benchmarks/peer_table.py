@@ -1,0 +1,59 @@
+"""Our IVF against every faiss peer on one dataset, 1 and 2 threads, batch and single: the README table.
+
+Usage (long: builds every peer index once, cached afterwards in $VDBBENCH_DATA/indexes)::
+
+    nice -n 10 python benchmarks/peer_table.py --dataset synth-sift-1m [--queries 2000] [-- extra run options]
+
+Writes one result JSON per index, pareto.png and table.md to benchmarks/results/<dataset>/,
+and prints the markdown table (with the machine, SIMD level and git commit it ran on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from vdbbench.bench.registry import PEERS
+from vdbbench.cli import main as vdbbench_main
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="sift-1m")
+    parser.add_argument("--queries", type=int, help="use only the first N queries")
+    parser.add_argument("--peers", default=",".join(PEERS), help="comma-separated peers (default all)")
+    parser.add_argument("--out", help="default benchmarks/results/<dataset>")
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help="more `vdbbench run` options after --")
+    args = parser.parse_args(argv)
+    out = Path(args.out) if args.out else HERE / "results" / args.dataset
+    run_argv = [
+        "run", "--index", "ivf", "--dataset", args.dataset, "--compare", args.peers,
+        "--threads", "1,2", "--mode", "batch,single", "--out", str(out),
+    ]
+    if args.queries:
+        run_argv += ["--queries", str(args.queries)]
+    run_argv += [a for a in args.extra if a != "--"]
+    rc = vdbbench_main(run_argv)
+    if rc == 2:
+        return rc
+    ours = json.loads((out / "ivf.json").read_text())
+    m, ds, git = ours["machine"], ours["dataset"], ours.get("git") or {}
+    header = (
+        f"{ds['name']}{' (generated replica)' if ds['synthetic'] else ''}: n={ds['n']:,}, dim={ds['dim']}, "
+        f"nq={ds['nq']:,}; {m['cpu']}, {m['cores']} cores, SIMD {m['simd']}; faiss "
+        f"{json.loads((out / (args.peers.split(',')[0] + '.json')).read_text())['machine'].get('faiss', '?')}; "
+        f"git {git.get('commit', '?')[:10]}{' (dirty)' if git.get('dirty') else ''}\n\n"
+        f"Command: `vdbbench {' '.join(run_argv)}`\n\n"
+    )
+    text = header + (out / "table.md").read_text()
+    (out / "table.md").write_text(text)
+    print(text)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""pytest-benchmark micro-benchmarks of the search stages at fixed parameters (not run by `pytest`).
+
+Run: ``python -m pytest benchmarks/test_stages.py --benchmark-columns=median,ops`` (the
+normal test suite collects only ``tests/``). ``VDBBENCH_SIMD=scalar|avx2|avx512`` caps the
+kernels, so each level can be measured; the level in use is recorded in extra_info.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+vb = pytest.importorskip("vdbbench._rust_vdb")
+
+from vdbbench.bench.adapters import default_nlist, train_sample  # noqa: E402
+from vdbbench.bench.data import exact_ground_truth  # noqa: E402
+from vdbbench.bench.metrics import knn_recall  # noqa: E402
+from vdbbench.datasets.synth import synth_sift  # noqa: E402
+
+N, NQ, K, NPROBE = 50_000, 500, 10, 16
+
+
+@pytest.fixture(scope="module")
+def data():
+    base, queries = synth_sift(N, NQ, seed=7)
+    _, dist = exact_ground_truth(base, queries, K)
+    return base, queries, dist
+
+
+@pytest.fixture(scope="module", params=["u8+f16", "f16", "f32"])
+def index(request, data):
+    base = data[0]
+    nlist = default_nlist(N)
+    idx = vb.IvfIndex(dim=base.shape[1], nlist=nlist, metric="l2", storage=request.param, seed=0)
+    idx.train(train_sample(base, nlist))
+    idx.add(base)
+    return request.param, idx
+
+
+def _bench(benchmark, data, idx, **params):
+    base, queries, dist = data
+    _, ids = benchmark(lambda: idx.search(queries, k=K, threads=1, nprobe=NPROBE, **params))
+    benchmark.extra_info.update(
+        simd=vb.simd_level(), n=N, nq=NQ, nprobe=NPROBE, **params,
+        recall10=knn_recall(ids, base, queries, dist), stages=dict(idx.last_search_stats()),
+    )
+    return ids
+
+
+def test_prescore_only(benchmark, data, index):
+    """u8 codes scanned and cut to k, no rerank: the prescore stage alone."""
+    storage, idx = index
+    if storage != "u8+f16":
+        pytest.skip("prescore-only exists for u8+f16 storage")
+    _bench(benchmark, data, idx, rerank=0)
+
+
+@pytest.mark.parametrize("rerank", [4 * K, 16 * K])
+def test_prescore_and_rerank(benchmark, data, index, rerank):
+    """u8 prescore, then the best ``rerank`` candidates rescored from f16."""
+    storage, idx = index
+    if storage != "u8+f16":
+        pytest.skip("rerank exists for u8+f16 storage")
+    _bench(benchmark, data, idx, rerank=rerank)
+
+
+def test_full_precision_scan(benchmark, data, index):
+    """f16 or f32 storage: every probed vector scored at full precision."""
+    storage, idx = index
+    if storage == "u8+f16":
+        pytest.skip("covered by the prescore/rerank benchmarks")
+    _bench(benchmark, data, idx)
+
+
+def test_exact_flat_kernel(benchmark, data):
+    """FlatIndex: the f32 distance kernel over every base vector (the reference)."""
+    base, queries, dist = data
+    flat = vb.FlatIndex(dim=base.shape[1], metric="l2")
+    flat.add(base)
+    q = np.ascontiguousarray(queries[:100])
+    _, ids = benchmark(lambda: flat.search(q, k=K, threads=1))
+    benchmark.extra_info.update(simd=vb.simd_level(), n=N, nq=100)
+    assert knn_recall(ids, base, q, dist[:100]) == 1.0
