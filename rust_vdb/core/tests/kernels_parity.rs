@@ -22,7 +22,11 @@ impl Rng {
     fn f32(&mut self) -> f32 {
         // uniform in [-1, 1), scaled to a SIFT-like magnitude now and then
         let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
-        if self.next() % 4 == 0 { u * 200.0 } else { u }
+        if self.next() % 4 == 0 {
+            u * 200.0
+        } else {
+            u
+        }
     }
     fn u8(&mut self) -> u8 {
         (self.next() >> 56) as u8
@@ -36,8 +40,14 @@ impl Rng {
 }
 
 fn simd_tables() -> Vec<&'static Kernels> {
-    let t: Vec<_> = available_tables().into_iter().filter(|k| k.level != SimdLevel::Scalar).collect();
-    eprintln!("SIMD tables under test: {:?}", t.iter().map(|k| k.name).collect::<Vec<_>>());
+    let t: Vec<_> = available_tables()
+        .into_iter()
+        .filter(|k| k.level != SimdLevel::Scalar)
+        .collect();
+    eprintln!(
+        "SIMD tables under test: {:?}",
+        t.iter().map(|k| k.name).collect::<Vec<_>>()
+    );
     t
 }
 
@@ -55,7 +65,10 @@ fn abs_l2_terms(q: &[f32], x: &[f32]) -> f64 {
     q.iter().zip(x).map(|(a, b)| ((a - b) as f64).powi(2)).sum()
 }
 fn abs_dot_terms(q: &[f32], x: &[f32]) -> f64 {
-    q.iter().zip(x).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum()
+    q.iter()
+        .zip(x)
+        .map(|(a, b)| (*a as f64 * *b as f64).abs())
+        .sum()
 }
 
 fn to_f16(v: &[f32]) -> Vec<f16> {
@@ -71,7 +84,9 @@ fn u8_as_f32(v: &[u8]) -> Vec<f32> {
 #[test]
 fn there_is_something_to_test_on_x86_64() {
     if cfg!(target_arch = "x86_64") && std::is_x86_feature_detected!("avx2") {
-        assert!(available_tables().iter().any(|k| k.level == SimdLevel::Avx2));
+        assert!(available_tables()
+            .iter()
+            .any(|k| k.level == SimdLevel::Avx2));
     }
 }
 
@@ -82,18 +97,38 @@ fn u8_l2_is_exact() {
         for dim in DIMS {
             for _ in 0..20 {
                 let (a, b) = (rng.u8s(dim), rng.u8s(dim));
-                assert_eq!((k.l2_u8)(&a, &b), (SCALAR.l2_u8)(&a, &b), "{} dim {dim}", k.name);
+                assert_eq!(
+                    (k.l2_u8)(&a, &b),
+                    (SCALAR.l2_u8)(&a, &b),
+                    "{} dim {dim}",
+                    k.name
+                );
             }
             // extremes: every term 255^2 (saturating-subtraction and widening edge cases)
             let (z, f) = (vec![0u8; dim], vec![255u8; dim]);
-            assert_eq!((k.l2_u8)(&z, &f), dim as u32 * 65025, "{} dim {dim} 0 vs 255", k.name);
-            assert_eq!((k.l2_u8)(&f, &z), dim as u32 * 65025, "{} dim {dim} 255 vs 0", k.name);
+            assert_eq!(
+                (k.l2_u8)(&z, &f),
+                dim as u32 * 65025,
+                "{} dim {dim} 0 vs 255",
+                k.name
+            );
+            assert_eq!(
+                (k.l2_u8)(&f, &z),
+                dim as u32 * 65025,
+                "{} dim {dim} 255 vs 0",
+                k.name
+            );
             assert_eq!((k.l2_u8)(&f, &f), 0, "{} dim {dim} equal", k.name);
         }
         // a long vector: i32 lanes would overflow as signed, the u32 sum must not
         let dim = 40_000;
         let (z, f) = (vec![0u8; dim], vec![255u8; dim]);
-        assert_eq!((k.l2_u8)(&z, &f), (SCALAR.l2_u8)(&z, &f), "{} dim {dim}", k.name);
+        assert_eq!(
+            (k.l2_u8)(&z, &f),
+            (SCALAR.l2_u8)(&z, &f),
+            "{} dim {dim}",
+            k.name
+        );
     }
 }
 
@@ -111,7 +146,12 @@ fn u8_l2_batch_equals_single_and_scalar() {
                 (SCALAR.l2_u8_batch)(&q, &rows, &mut want);
                 assert_eq!(got, want, "{} dim {dim} nrows {nrows}", k.name);
                 for (r, g) in got.iter().enumerate() {
-                    assert_eq!(*g, (k.l2_u8)(&q, &rows[r * dim..(r + 1) * dim]), "{} row {r}", k.name);
+                    assert_eq!(
+                        *g,
+                        (k.l2_u8)(&q, &rows[r * dim..(r + 1) * dim]),
+                        "{} row {r}",
+                        k.name
+                    );
                 }
             }
         }
@@ -130,7 +170,13 @@ fn check_f32_query<T: Copy>(
     seed: u64,
 ) {
     let mut rng = Rng(seed);
-    let terms = |q: &[f32], x: &[f32]| if l2 { abs_l2_terms(q, x) } else { abs_dot_terms(q, x) };
+    let terms = |q: &[f32], x: &[f32]| {
+        if l2 {
+            abs_l2_terms(q, x)
+        } else {
+            abs_dot_terms(q, x)
+        }
+    };
     for dim in DIMS {
         for nrows in NROWS {
             let q = rng.f32s(dim);
@@ -145,7 +191,13 @@ fn check_f32_query<T: Copy>(
                 let what = format!("{name}({}) dim {dim} row {r}/{nrows}", k.name);
                 assert_close(&format!("{what} batch"), got[r], want[r], t, dim);
                 let one = single(k)(&q, row);
-                assert_close(&format!("{what} single"), one, single(&SCALAR)(&q, row), t, dim);
+                assert_close(
+                    &format!("{what} single"),
+                    one,
+                    single(&SCALAR)(&q, row),
+                    t,
+                    dim,
+                );
                 assert_close(&format!("{what} batch vs single"), got[r], one, t, dim);
             }
         }
@@ -157,8 +209,26 @@ fn f32_kernels_match_scalar() {
     for k in simd_tables() {
         let g = |r: &mut Rng, n| r.f32s(n);
         let id = |v: &[f32]| v.to_vec();
-        check_f32_query("l2_f32", k, |k| k.l2_f32, |k| k.l2_f32_batch, g, id, true, 3);
-        check_f32_query("dot_f32", k, |k| k.dot_f32, |k| k.dot_f32_batch, g, id, false, 4);
+        check_f32_query(
+            "l2_f32",
+            k,
+            |k| k.l2_f32,
+            |k| k.l2_f32_batch,
+            g,
+            id,
+            true,
+            3,
+        );
+        check_f32_query(
+            "dot_f32",
+            k,
+            |k| k.dot_f32,
+            |k| k.dot_f32_batch,
+            g,
+            id,
+            false,
+            4,
+        );
     }
 }
 
@@ -166,8 +236,26 @@ fn f32_kernels_match_scalar() {
 fn f16_kernels_match_scalar() {
     for k in simd_tables() {
         let g = |r: &mut Rng, n| to_f16(&r.f32s(n));
-        check_f32_query("l2_f32_f16", k, |k| k.l2_f32_f16, |k| k.l2_f32_f16_batch, g, f16_as_f32, true, 5);
-        check_f32_query("dot_f32_f16", k, |k| k.dot_f32_f16, |k| k.dot_f32_f16_batch, g, f16_as_f32, false, 6);
+        check_f32_query(
+            "l2_f32_f16",
+            k,
+            |k| k.l2_f32_f16,
+            |k| k.l2_f32_f16_batch,
+            g,
+            f16_as_f32,
+            true,
+            5,
+        );
+        check_f32_query(
+            "dot_f32_f16",
+            k,
+            |k| k.dot_f32_f16,
+            |k| k.dot_f32_f16_batch,
+            g,
+            f16_as_f32,
+            false,
+            6,
+        );
     }
 }
 
@@ -175,7 +263,16 @@ fn f16_kernels_match_scalar() {
 fn f32_u8_dot_matches_scalar() {
     for k in simd_tables() {
         let g = |r: &mut Rng, n| r.u8s(n);
-        check_f32_query("dot_f32_u8", k, |k| k.dot_f32_u8, |k| k.dot_f32_u8_batch, g, u8_as_f32, false, 7);
+        check_f32_query(
+            "dot_f32_u8",
+            k,
+            |k| k.dot_f32_u8,
+            |k| k.dot_f32_u8_batch,
+            g,
+            u8_as_f32,
+            false,
+            7,
+        );
     }
 }
 
@@ -183,8 +280,26 @@ fn f32_u8_dot_matches_scalar() {
 fn f16_conversions_are_bit_exact() {
     let mut rng = Rng(8);
     let specials = [
-        0.0f32, -0.0, 1.0, -1.0, 65504.0, 65520.0, -65520.0, 1e10, f32::INFINITY, f32::NEG_INFINITY,
-        6.0e-8, 2.9e-8, 3.0e-8, 1.0e-5, -6.1e-5, 1.0e-10, 0.1, 1.0 / 3.0, 2049.0, 2051.0,
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        65504.0,
+        65520.0,
+        -65520.0,
+        1e10,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        6.0e-8,
+        2.9e-8,
+        3.0e-8,
+        1.0e-5,
+        -6.1e-5,
+        1.0e-10,
+        0.1,
+        1.0 / 3.0,
+        2049.0,
+        2051.0,
     ];
     for k in simd_tables() {
         for dim in DIMS {
@@ -208,11 +323,20 @@ fn f16_conversions_are_bit_exact() {
             (k.f16_to_f32)(&got, &mut back);
             (SCALAR.f16_to_f32)(&got, &mut back_want);
             let fb = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(fb(&back), fb(&back_want), "f16_to_f32({}) dim {dim}", k.name);
+            assert_eq!(
+                fb(&back),
+                fb(&back_want),
+                "f16_to_f32({}) dim {dim}",
+                k.name
+            );
         }
         let mut h = [f16::ZERO; 17];
         (k.f32_to_f16)(&[f32::NAN; 17], &mut h);
-        assert!(h.iter().all(|x| x.is_nan()), "f32_to_f16({}) keeps NaN", k.name);
+        assert!(
+            h.iter().all(|x| x.is_nan()),
+            "f32_to_f16({}) keeps NaN",
+            k.name
+        );
     }
 }
 
@@ -232,8 +356,13 @@ fn mismatched_lengths_panic_instead_of_reading_out_of_bounds() {
     for k in simd_tables() {
         let r = std::panic::catch_unwind(|| (k.l2_f32)(&[1.0; 16], &[1.0; 15]));
         assert!(r.is_err(), "{} l2_f32 accepted lengths 16 vs 15", k.name);
-        let r = std::panic::catch_unwind(|| (k.l2_u8_batch)(&[1; 64], &[1; 64 * 3 - 1], &mut [0; 3]));
-        assert!(r.is_err(), "{} l2_u8_batch accepted a short row block", k.name);
+        let r =
+            std::panic::catch_unwind(|| (k.l2_u8_batch)(&[1; 64], &[1; 64 * 3 - 1], &mut [0; 3]));
+        assert!(
+            r.is_err(),
+            "{} l2_u8_batch accepted a short row block",
+            k.name
+        );
         let r = std::panic::catch_unwind(|| (k.f16_to_f32)(&[f16::ONE; 9], &mut [0.0; 8]));
         assert!(r.is_err(), "{} f16_to_f32 accepted lengths 9 vs 8", k.name);
     }
@@ -249,12 +378,24 @@ fn set_level_cap_selects_and_refuses() {
         assert_eq!(kernels::active_level(), l);
         assert_eq!(kernels::kernels().level, l);
     }
-    for l in [SimdLevel::Scalar, SimdLevel::Neon, SimdLevel::Avx2, SimdLevel::Avx512] {
+    for l in [
+        SimdLevel::Scalar,
+        SimdLevel::Neon,
+        SimdLevel::Avx2,
+        SimdLevel::Avx512,
+    ] {
         if !levels.contains(&l) {
             let before = kernels::active_level();
             let err = kernels::set_level_cap(Some(l)).unwrap_err();
-            assert!(err.contains(l.name()) && err.contains("not available"), "{err}");
-            assert_eq!(kernels::active_level(), before, "a refused cap changed the level");
+            assert!(
+                err.contains(l.name()) && err.contains("not available"),
+                "{err}"
+            );
+            assert_eq!(
+                kernels::active_level(),
+                before,
+                "a refused cap changed the level"
+            );
         }
     }
     // Removing the cap returns to the detected level under the environment's cap.
@@ -271,17 +412,31 @@ fn set_level_cap_selects_and_refuses() {
 #[test]
 #[ignore = "helper: spawned by env_cap_is_read_at_first_use"]
 fn env_probe() {
-    println!("ACTIVE={} DETECTED={}", kernels::active_level(), kernels::detected_level());
+    println!(
+        "ACTIVE={} DETECTED={}",
+        kernels::active_level(),
+        kernels::detected_level()
+    );
 }
 
 fn probe(env: &str) -> (String, String) {
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new(exe)
-        .args(["env_probe", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "env_probe",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("VDBBENCH_SIMD", env)
         .output()
         .unwrap();
-    assert!(out.status.success(), "probe failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "probe failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     // libtest may print "test env_probe ... " on the same line, before the probe's output.
     let line = stdout
@@ -297,15 +452,28 @@ fn env_cap_is_read_at_first_use() {
     let levels = kernels::available_levels();
     for &l in &levels {
         let (line, err) = probe(l.name());
-        assert_eq!(line, format!("ACTIVE={l} DETECTED={detected}"), "VDBBENCH_SIMD={l}");
+        assert_eq!(
+            line,
+            format!("ACTIVE={l} DETECTED={detected}"),
+            "VDBBENCH_SIMD={l}"
+        );
         assert!(!err.contains("warning"), "{err}");
     }
     // A cap above the CPU is a cap, not a demand: the best level under it runs.
     let (line, _) = probe("AVX512");
-    let best = *levels.iter().filter(|l| **l <= SimdLevel::Avx512).last().unwrap();
+    let best = *levels
+        .iter()
+        .filter(|l| **l <= SimdLevel::Avx512)
+        .last()
+        .unwrap();
     assert_eq!(line, format!("ACTIVE={best} DETECTED={detected}"));
     // Unknown: a one-time warning naming the value, then the detected level.
     let (line, err) = probe("sse9");
     assert_eq!(line, format!("ACTIVE={detected} DETECTED={detected}"));
-    assert_eq!(err.matches("VDBBENCH_SIMD=\"sse9\" is not a SIMD level").count(), 1, "{err}");
+    assert_eq!(
+        err.matches("VDBBENCH_SIMD=\"sse9\" is not a SIMD level")
+            .count(),
+        1,
+        "{err}"
+    );
 }

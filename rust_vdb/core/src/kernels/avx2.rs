@@ -69,7 +69,10 @@ unsafe fn hsum4_ps(a: __m256, b: __m256, c: __m256, d: __m256) -> __m128 {
     let ab = _mm256_hadd_ps(a, b); // a01 a23 b01 b23 | a45 a67 b45 b67
     let cd = _mm256_hadd_ps(c, d);
     let abcd = _mm256_hadd_ps(ab, cd); // a0123 b0123 c0123 d0123 | a4567 ...
-    _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
+    _mm_add_ps(
+        _mm256_castps256_ps128(abcd),
+        _mm256_extractf128_ps::<1>(abcd),
+    )
 }
 
 #[inline]
@@ -132,7 +135,12 @@ macro_rules! f32_query {
                 _mm_storeu_ps(s4.as_mut_ptr(), s);
                 for k in 0..4 {
                     let row = &rows[(r + k) * n..(r + k + 1) * n];
-                    out[r + k] = s4[k] + if main < n { $tail(&q[main..], &row[main..]) } else { 0.0 };
+                    out[r + k] = s4[k]
+                        + if main < n {
+                            $tail(&q[main..], &row[main..])
+                        } else {
+                            0.0
+                        };
                 }
                 r += 4;
             }
@@ -156,11 +164,46 @@ unsafe fn term<const L2: bool>(q: __m256, x: __m256, acc: __m256) -> __m256 {
     }
 }
 
-f32_query!(l2_f32_impl, l2_f32_batch_impl, f32, ld_f32, scalar::l2_f32, true);
-f32_query!(dot_f32_impl, dot_f32_batch_impl, f32, ld_f32, scalar::dot_f32, false);
-f32_query!(l2_f32_f16_impl, l2_f32_f16_batch_impl, f16, ld_f16, scalar::l2_f32_f16, true);
-f32_query!(dot_f32_f16_impl, dot_f32_f16_batch_impl, f16, ld_f16, scalar::dot_f32_f16, false);
-f32_query!(dot_f32_u8_impl, dot_f32_u8_batch_impl, u8, ld_u8, scalar::dot_f32_u8, false);
+f32_query!(
+    l2_f32_impl,
+    l2_f32_batch_impl,
+    f32,
+    ld_f32,
+    scalar::l2_f32,
+    true
+);
+f32_query!(
+    dot_f32_impl,
+    dot_f32_batch_impl,
+    f32,
+    ld_f32,
+    scalar::dot_f32,
+    false
+);
+f32_query!(
+    l2_f32_f16_impl,
+    l2_f32_f16_batch_impl,
+    f16,
+    ld_f16,
+    scalar::l2_f32_f16,
+    true
+);
+f32_query!(
+    dot_f32_f16_impl,
+    dot_f32_f16_batch_impl,
+    f16,
+    ld_f16,
+    scalar::dot_f32_f16,
+    false
+);
+f32_query!(
+    dot_f32_u8_impl,
+    dot_f32_u8_batch_impl,
+    u8,
+    ld_u8,
+    scalar::dot_f32_u8,
+    false
+);
 
 // ---------------------------------------------------------------------------------------------
 // u8 l2: |a-b| per byte (two saturating subtractions), widened to i16, squared and summed in
@@ -174,7 +217,10 @@ unsafe fn sqdiff32(a: __m256i, b: __m256i, acc: __m256i) -> __m256i {
     let z = _mm256_setzero_si256();
     let lo = _mm256_unpacklo_epi8(d, z);
     let hi = _mm256_unpackhi_epi8(d, z);
-    _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(lo, lo), _mm256_madd_epi16(hi, hi)))
+    _mm256_add_epi32(
+        acc,
+        _mm256_add_epi32(_mm256_madd_epi16(lo, lo), _mm256_madd_epi16(hi, hi)),
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -186,13 +232,25 @@ unsafe fn l2_u8_impl(a: &[u8], b: &[u8]) -> u32 {
     let mut i = 0;
     while i + 64 <= n {
         let j = i / 32;
-        acc0 = sqdiff32(_mm256_loadu_si256(ap.add(j)), _mm256_loadu_si256(bp.add(j)), acc0);
-        acc1 = sqdiff32(_mm256_loadu_si256(ap.add(j + 1)), _mm256_loadu_si256(bp.add(j + 1)), acc1);
+        acc0 = sqdiff32(
+            _mm256_loadu_si256(ap.add(j)),
+            _mm256_loadu_si256(bp.add(j)),
+            acc0,
+        );
+        acc1 = sqdiff32(
+            _mm256_loadu_si256(ap.add(j + 1)),
+            _mm256_loadu_si256(bp.add(j + 1)),
+            acc1,
+        );
         i += 64;
     }
     if i + 32 <= n {
         let j = i / 32;
-        acc0 = sqdiff32(_mm256_loadu_si256(ap.add(j)), _mm256_loadu_si256(bp.add(j)), acc0);
+        acc0 = sqdiff32(
+            _mm256_loadu_si256(ap.add(j)),
+            _mm256_loadu_si256(bp.add(j)),
+            acc0,
+        );
         i += 32;
     }
     hsum_epi32(_mm256_add_epi32(acc0, acc1)).wrapping_add(scalar::l2_u8(&a[i..], &b[i..]))
@@ -212,7 +270,11 @@ unsafe fn l2_u8_batch_impl(q: &[u8], rows: &[u8], out: &mut [u32]) {
         while i < main {
             let qv = _mm256_loadu_si256(qp.add(i) as *const __m256i);
             for (k, acc) in a.iter_mut().enumerate() {
-                *acc = sqdiff32(qv, _mm256_loadu_si256(xp.add(k * n + i) as *const __m256i), *acc);
+                *acc = sqdiff32(
+                    qv,
+                    _mm256_loadu_si256(xp.add(k * n + i) as *const __m256i),
+                    *acc,
+                );
             }
             i += 32;
         }
@@ -220,7 +282,10 @@ unsafe fn l2_u8_batch_impl(q: &[u8], rows: &[u8], out: &mut [u32]) {
         let ab = _mm256_hadd_epi32(a[0], a[1]);
         let cd = _mm256_hadd_epi32(a[2], a[3]);
         let abcd = _mm256_hadd_epi32(ab, cd);
-        let s = _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256::<1>(abcd));
+        let s = _mm_add_epi32(
+            _mm256_castsi256_si128(abcd),
+            _mm256_extracti128_si256::<1>(abcd),
+        );
         let mut s4 = [0u32; 4];
         _mm_storeu_si128(s4.as_mut_ptr() as *mut __m128i, s);
         for k in 0..4 {
@@ -247,9 +312,7 @@ unsafe fn f32_to_f16_impl(src: &[f32], dst: &mut [f16]) {
     let n = src.len();
     let mut i = 0;
     while i + 8 <= n {
-        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(ld_f32(
-            src.as_ptr().add(i),
-        ));
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(ld_f32(src.as_ptr().add(i)));
         _mm_storeu_si128(dst.as_mut_ptr().add(i) as *mut __m128i, h);
         i += 8;
     }
@@ -277,7 +340,11 @@ fn check_pair(a: usize, b: usize) {
 
 #[inline]
 fn check_batch(dim: usize, rows: usize, nout: usize) {
-    assert_eq!(rows, dim * nout, "batch rows hold {rows} values, expected dim {dim} x {nout} rows");
+    assert_eq!(
+        rows,
+        dim * nout,
+        "batch rows hold {rows} values, expected dim {dim} x {nout} rows"
+    );
 }
 
 macro_rules! wrap_pair {

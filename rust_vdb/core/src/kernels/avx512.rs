@@ -80,7 +80,10 @@ unsafe fn ld_u8(p: *const u8) -> __m512 {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn ldm_u8(p: *const u8, m: __mmask16) -> __m512 {
-    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p as *const i8)))
+    _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
+        m,
+        p as *const i8,
+    )))
 }
 
 /// One accumulation step: acc + (q-x)^2 for l2, acc + q*x for dot.
@@ -116,7 +119,10 @@ unsafe fn hsum4_ps(a: __m512, b: __m512, c: __m512, d: __m512) -> __m128 {
     let ab = _mm256_hadd_ps(half_ps(a), half_ps(b));
     let cd = _mm256_hadd_ps(half_ps(c), half_ps(d));
     let abcd = _mm256_hadd_ps(ab, cd);
-    _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps::<1>(abcd))
+    _mm_add_ps(
+        _mm256_castps256_ps128(abcd),
+        _mm256_extractf128_ps::<1>(abcd),
+    )
 }
 
 #[inline]
@@ -125,7 +131,10 @@ unsafe fn hsum4_epi32(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m128i
     let ab = _mm256_hadd_epi32(half_epi32(a), half_epi32(b));
     let cd = _mm256_hadd_epi32(half_epi32(c), half_epi32(d));
     let abcd = _mm256_hadd_epi32(ab, cd);
-    _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256::<1>(abcd))
+    _mm_add_epi32(
+        _mm256_castsi256_si128(abcd),
+        _mm256_extracti128_si256::<1>(abcd),
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -197,10 +206,38 @@ macro_rules! f32_query {
 }
 
 f32_query!(l2_f32_impl, l2_f32_batch_impl, f32, ld_f32, ldm_f32, true);
-f32_query!(dot_f32_impl, dot_f32_batch_impl, f32, ld_f32, ldm_f32, false);
-f32_query!(l2_f32_f16_impl, l2_f32_f16_batch_impl, f16, ld_f16, ldm_f16, true);
-f32_query!(dot_f32_f16_impl, dot_f32_f16_batch_impl, f16, ld_f16, ldm_f16, false);
-f32_query!(dot_f32_u8_impl, dot_f32_u8_batch_impl, u8, ld_u8, ldm_u8, false);
+f32_query!(
+    dot_f32_impl,
+    dot_f32_batch_impl,
+    f32,
+    ld_f32,
+    ldm_f32,
+    false
+);
+f32_query!(
+    l2_f32_f16_impl,
+    l2_f32_f16_batch_impl,
+    f16,
+    ld_f16,
+    ldm_f16,
+    true
+);
+f32_query!(
+    dot_f32_f16_impl,
+    dot_f32_f16_batch_impl,
+    f16,
+    ld_f16,
+    ldm_f16,
+    false
+);
+f32_query!(
+    dot_f32_u8_impl,
+    dot_f32_u8_batch_impl,
+    u8,
+    ld_u8,
+    ldm_u8,
+    false
+);
 
 // ---------------------------------------------------------------------------------------------
 // u8 l2: |a-b| per byte (two saturating subtractions), widened to i16 by unpacking with zero
@@ -218,12 +255,22 @@ macro_rules! l2_u8_kernels {
             let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
             let mut i = 0;
             while i + 64 <= n {
-                (lo, hi) = $step(_mm512_loadu_si512(ap.add(i) as _), _mm512_loadu_si512(bp.add(i) as _), lo, hi);
+                (lo, hi) = $step(
+                    _mm512_loadu_si512(ap.add(i) as _),
+                    _mm512_loadu_si512(bp.add(i) as _),
+                    lo,
+                    hi,
+                );
                 i += 64;
             }
             if i < n {
                 let m = mask64(n - i);
-                (lo, hi) = $step(_mm512_maskz_loadu_epi8(m, ap.add(i)), _mm512_maskz_loadu_epi8(m, bp.add(i)), lo, hi);
+                (lo, hi) = $step(
+                    _mm512_maskz_loadu_epi8(m, ap.add(i)),
+                    _mm512_maskz_loadu_epi8(m, bp.add(i)),
+                    lo,
+                    hi,
+                );
             }
             _mm512_reduce_add_epi32(_mm512_add_epi32(lo, hi)) as u32
         }
@@ -285,18 +332,34 @@ unsafe fn absdiff_widen(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn step_madd(a: __m512i, b: __m512i, lo: __m512i, hi: __m512i) -> (__m512i, __m512i) {
     let (dl, dh) = absdiff_widen(a, b);
-    (_mm512_add_epi32(lo, _mm512_madd_epi16(dl, dl)), _mm512_add_epi32(hi, _mm512_madd_epi16(dh, dh)))
+    (
+        _mm512_add_epi32(lo, _mm512_madd_epi16(dl, dl)),
+        _mm512_add_epi32(hi, _mm512_madd_epi16(dh, dh)),
+    )
 }
 
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn step_vnni(a: __m512i, b: __m512i, lo: __m512i, hi: __m512i) -> (__m512i, __m512i) {
     let (dl, dh) = absdiff_widen(a, b);
-    (_mm512_dpwssd_epi32(lo, dl, dl), _mm512_dpwssd_epi32(hi, dh, dh))
+    (
+        _mm512_dpwssd_epi32(lo, dl, dl),
+        _mm512_dpwssd_epi32(hi, dh, dh),
+    )
 }
 
-l2_u8_kernels!(l2_u8_madd_impl, l2_u8_batch_madd_impl, step_madd, "avx512f,avx512bw,avx512vl");
-l2_u8_kernels!(l2_u8_vnni_impl, l2_u8_batch_vnni_impl, step_vnni, "avx512f,avx512bw,avx512vl,avx512vnni");
+l2_u8_kernels!(
+    l2_u8_madd_impl,
+    l2_u8_batch_madd_impl,
+    step_madd,
+    "avx512f,avx512bw,avx512vl"
+);
+l2_u8_kernels!(
+    l2_u8_vnni_impl,
+    l2_u8_batch_vnni_impl,
+    step_vnni,
+    "avx512f,avx512bw,avx512vl,avx512vnni"
+);
 
 // ---------------------------------------------------------------------------------------------
 // Conversions (round to nearest even, as `half`).
@@ -344,7 +407,11 @@ fn check_pair(a: usize, b: usize) {
 
 #[inline]
 fn check_batch(dim: usize, rows: usize, nout: usize) {
-    assert_eq!(rows, dim * nout, "batch rows hold {rows} values, expected dim {dim} x {nout} rows");
+    assert_eq!(
+        rows,
+        dim * nout,
+        "batch rows hold {rows} values, expected dim {dim} x {nout} rows"
+    );
 }
 
 macro_rules! wrap {

@@ -139,18 +139,33 @@ fn detect() -> Cpu {
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl");
     let vnni = avx512 && is_x86_feature_detected!("avx512vnni");
-    Cpu { avx2, avx512, vnni, neon: false }
+    Cpu {
+        avx2,
+        avx512,
+        vnni,
+        neon: false,
+    }
 }
 
 #[cfg(target_arch = "aarch64")]
 fn detect() -> Cpu {
     // NEON (Advanced SIMD) is part of the aarch64 baseline.
-    Cpu { avx2: false, avx512: false, vnni: false, neon: true }
+    Cpu {
+        avx2: false,
+        avx512: false,
+        vnni: false,
+        neon: true,
+    }
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn detect() -> Cpu {
-    Cpu { avx2: false, avx512: false, vnni: false, neon: false }
+    Cpu {
+        avx2: false,
+        avx512: false,
+        vnni: false,
+        neon: false,
+    }
 }
 
 /// The kernel table of `level`, if this CPU supports it. For `Avx512` this is the VNNI
@@ -203,15 +218,22 @@ pub fn available_tables() -> Vec<&'static Kernels> {
 
 /// Every level this CPU can run, scalar first.
 pub fn available_levels() -> Vec<SimdLevel> {
-    [SimdLevel::Scalar, SimdLevel::Neon, SimdLevel::Avx2, SimdLevel::Avx512]
-        .into_iter()
-        .filter(|l| kernels_for(*l).is_some())
-        .collect()
+    [
+        SimdLevel::Scalar,
+        SimdLevel::Neon,
+        SimdLevel::Avx2,
+        SimdLevel::Avx512,
+    ]
+    .into_iter()
+    .filter(|l| kernels_for(*l).is_some())
+    .collect()
 }
 
 /// The best level this CPU has, ignoring every cap.
 pub fn detected_level() -> SimdLevel {
-    *available_levels().last().expect("scalar is always available")
+    *available_levels()
+        .last()
+        .expect("scalar is always available")
 }
 
 /// The cap from `VDBBENCH_SIMD`, read once: `Ok(None)` when unset or empty, `Ok(Some(level))`

@@ -40,7 +40,11 @@ unsafe fn f32_impl<const L2: bool>(a: &[f32], b: &[f32]) -> f32 {
         }
         i += 8;
     }
-    let tail = if L2 { scalar::l2_f32(&a[i..], &b[i..]) } else { scalar::dot_f32(&a[i..], &b[i..]) };
+    let tail = if L2 {
+        scalar::l2_f32(&a[i..], &b[i..])
+    } else {
+        scalar::dot_f32(&a[i..], &b[i..])
+    };
     vaddvq_f32(vaddq_f32(acc0, acc1)) + tail
 }
 
@@ -64,7 +68,11 @@ fn check_pair(a: usize, b: usize) {
 }
 
 fn check_batch(dim: usize, rows: usize, nout: usize) {
-    assert_eq!(rows, dim * nout, "batch rows hold {rows} values, expected dim {dim} x {nout} rows");
+    assert_eq!(
+        rows,
+        dim * nout,
+        "batch rows hold {rows} values, expected dim {dim} x {nout} rows"
+    );
 }
 
 fn l2_f32(a: &[f32], b: &[f32]) -> f32 {

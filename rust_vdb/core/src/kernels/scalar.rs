@@ -61,11 +61,15 @@ pub fn dot_f32_batch(q: &[f32], rows: &[f32], out: &mut [f32]) {
 }
 
 pub fn l2_f32_f16_batch(q: &[f32], rows: &[f16], out: &mut [f32]) {
-    batch(q, rows, out, |q, off| l2_f32_f16(q, &rows[off..off + q.len()]))
+    batch(q, rows, out, |q, off| {
+        l2_f32_f16(q, &rows[off..off + q.len()])
+    })
 }
 
 pub fn dot_f32_f16_batch(q: &[f32], rows: &[f16], out: &mut [f32]) {
-    batch(q, rows, out, |q, off| dot_f32_f16(q, &rows[off..off + q.len()]))
+    batch(q, rows, out, |q, off| {
+        dot_f32_f16(q, &rows[off..off + q.len()])
+    })
 }
 
 pub fn l2_u8_batch(q: &[u8], rows: &[u8], out: &mut [u32]) {
@@ -73,7 +77,9 @@ pub fn l2_u8_batch(q: &[u8], rows: &[u8], out: &mut [u32]) {
 }
 
 pub fn dot_f32_u8_batch(q: &[f32], rows: &[u8], out: &mut [f32]) {
-    batch(q, rows, out, |q, off| dot_f32_u8(q, &rows[off..off + q.len()]))
+    batch(q, rows, out, |q, off| {
+        dot_f32_u8(q, &rows[off..off + q.len()])
+    })
 }
 
 pub fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
