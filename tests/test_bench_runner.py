@@ -123,6 +123,7 @@ def test_resume_keeps_completed_points(small, tmp_path):
         "recalls": {}, "points": [{**first, "qps": -1.0}],
     }
     (tmp_path / "faiss-ivf-flat.partial.json").write_text(json.dumps(partial))
+    (tmp_path / "faiss-ivf-flat.json").unlink()  # interrupted runs have no final file
     resumed = run_index(adapter, small, cfg, tmp_path, resume=True)
     assert resumed["points"][0]["qps"] == -1.0  # kept, not re-measured
     assert [p["params"] for p in resumed["points"]] == [p["params"] for p in full["points"]]
@@ -163,3 +164,13 @@ def test_ours_ivf_reports_stage_breakdown(small, tmp_path):
     assert {p["params"]["rerank"] for p in r["points"]} == {40, 80, 160}
     assert all(isinstance(p.get("stages"), dict) and p["stages"] for p in r["points"])
     assert r["build"]["bytes"] > 0 and r["build"]["cached"] is False
+
+
+def test_resume_skips_an_index_already_finished(small, tmp_path):
+    cfg = _cfg(modes=("batch",), options=RunOptions(nprobe=(1, 2)))
+    adapter = adapter_class("faiss-ivf-flat")(small.dim, small.n, "l2", cfg.options)
+    first = run_index(adapter, small, cfg, tmp_path)
+    again = run_index(adapter, small, cfg, tmp_path, resume=True)
+    assert again == first  # nothing re-measured: timings identical
+    other = run_index(adapter, small, _cfg(modes=("batch",), threads=(2,), options=cfg.options), tmp_path, resume=True)
+    assert {p["threads"] for p in other["points"]} == {2}  # different settings: measured anew

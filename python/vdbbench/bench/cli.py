@@ -10,6 +10,11 @@ from pathlib import Path
 
 from vdbbench.cli import UsageError
 
+# faiss (OpenMP) shares the process with our rayon pool during a run: its threads must wait
+# passively or they spin on a core after each call. This has to be set before faiss is first
+# imported, and any area may import it, so it is set when the CLI is assembled.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def _int_list(flag: str, text: str, allow_zero: bool = False) -> tuple[int, ...]:
     try:
@@ -182,7 +187,6 @@ def _subset_queries(ds, nq: int):
 
 
 def cmd_run(args) -> int:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before faiss is imported (see peers)
     from rich.console import Console
 
     from vdbbench.bench import results

@@ -147,6 +147,12 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
     sha = results.dataset_sha256(dataset)
     identity = {"dataset_sha256": sha, "index": adapter.name, "params": adapter.build_params(), "k": k}
 
+    if resume and final_path.exists():
+        done_before = _finished(final_path, identity, config)
+        if done_before is not None:
+            reporter.phase(adapter.name, "already measured (kept from the interrupted run)")
+            return done_before
+
     state = {"identity": identity, "recalls": {}, "points": []}
     if resume and partial_path.exists():
         try:
@@ -228,6 +234,24 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
     results.write_json(final_path, result)
     partial_path.unlink(missing_ok=True)
     return result
+
+
+def _finished(path: Path, identity: dict, config: RunConfig) -> dict | None:
+    """A completed result of the same index, data and run settings, or None."""
+    try:
+        r = results.load_result(path)
+    except ValueError:
+        return None
+    run = r.get("run", {})
+    same = (
+        r["dataset"]["sha256"] == identity["dataset_sha256"]
+        and r["index"]["params"] == identity["params"]
+        and run.get("k") == identity["k"]
+        and run.get("threads") == list(config.threads)
+        and run.get("modes") == list(config.modes)
+        and run.get("target_recall") == config.target
+    )
+    return r if same else None
 
 
 def _simd(adapter: Adapter) -> str | None:
