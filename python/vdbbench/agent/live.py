@@ -1,0 +1,241 @@
+"""The view of a running session, fed with journal events: a rich live panel, or one plain line per decision for CI logs."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterable, Mapping, TextIO
+
+from vdbbench.agent.budget import Budgets
+
+_OUTCOME_COLOUR = {
+    "accepted": "bold green", "slower": "grey62", "recall_below_floor": "dark_orange", "flagged": "bold red",
+    "build_failed": "red3", "tests_failed": "magenta", "timed_out": "blue", "crashed": "red", "no_change": "grey50",
+}
+
+
+def _ts(t: Any) -> float | None:
+    if not isinstance(t, str):
+        return None
+    try:
+        return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _qps(v: Any) -> str:
+    return "—" if v is None else f"{float(v):,.0f}"
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class SessionState:
+    """What the view shows, updated event by event (no rescans, so 6000-call sessions stay cheap)."""
+
+    task: str = "?"
+    model: str = "?"
+    iteration: int = 0
+    best_qps: float | None = None
+    best_recall: float | None = None
+    baseline_qps: float | None = None
+    last_outcome: str | None = None
+    last_message: str = ""
+    last_reason: str = ""
+    tool_calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    accepted: int = 0
+    compactions: int = 0
+    reviews: int = 0
+    activity: str = "starting"
+    closed_wall_s: float = 0.0  # wall time of earlier segments (before resumes)
+    segment_start: float | None = None  # journal time of the current segment's start
+    last_event_t: float | None = None
+    stopped: str | None = None
+    recent: deque = field(default_factory=lambda: deque(maxlen=6))
+
+    def elapsed(self, now: float | None = None) -> float:
+        """Wall seconds across segments; the live segment runs to `now` (default: the clock)."""
+        if self.segment_start is None:
+            return self.closed_wall_s
+        end = now if now is not None else time.time()
+        return self.closed_wall_s + max(0.0, end - self.segment_start)
+
+    def apply(self, ev: Mapping[str, Any]) -> None:
+        kind = ev.get("type")
+        t = _ts(ev.get("t"))
+        self.iteration = max(self.iteration, int(ev.get("iteration") or 0))
+        if kind == "session_start":
+            if self.segment_start is not None and self.last_event_t is not None:
+                self.closed_wall_s += max(0.0, self.last_event_t - self.segment_start)
+            self.segment_start = t
+            task = ev.get("task") or {}
+            card = task.get("card") if isinstance(task.get("card"), Mapping) else task
+            self.task = (card or {}).get("name") or self.task
+            self.model = ev.get("model") or self.model
+            self.activity = "resumed" if ev.get("resumed") else "started"
+            self.stopped = None
+        elif self.segment_start is None and t is not None:
+            self.segment_start = t
+        if t is not None:
+            self.last_event_t = t
+        if kind == "model_call":
+            self.tokens += int(ev.get("total_tokens") or 0)
+            self.cost_usd += float(ev.get("cost_usd") or 0.0)
+            self.activity = "thinking" if not ev.get("error") else f"model error: {str(ev.get('error'))[:60]}"
+        elif kind == "tool_call":
+            self.tool_calls += 1
+            self.activity = f"tool: {ev.get('name')}"
+        elif kind == "build":
+            self.activity = "built" if ev.get("ok") else "build failed"
+        elif kind == "evaluation":
+            if self.baseline_qps is None and isinstance(ev.get("best"), Mapping):
+                self.baseline_qps = ev["best"].get("qps")
+            self.activity = f"evaluated ({ev.get('split')})"
+        elif kind == "decision":
+            self.last_outcome = ev.get("outcome")
+            self.last_message = " ".join(str(ev.get("message") or "").split())
+            self.last_reason = " ".join(str(ev.get("reason") or "").split())
+            if self.baseline_qps is None and ev.get("best_qps_before") is not None:
+                self.baseline_qps = ev.get("best_qps_before")
+            if ev.get("best_qps_after") is not None:
+                self.best_qps = ev.get("best_qps_after")
+            if ev.get("outcome") == "accepted":
+                self.accepted += 1
+                self.best_qps = ev.get("qps", self.best_qps)
+                self.best_recall = ev.get("recall10")
+            self.recent.append((ev.get("iteration"), ev.get("outcome"), ev.get("qps"), self.last_message))
+            self.activity = "decided"
+        elif kind == "compaction":
+            self.compactions += 1
+            self.activity = f"compacted {ev.get('before_tokens')} -> {ev.get('after_tokens')} tokens"
+        elif kind == "review":
+            self.reviews += 1
+            self.activity = "strategic review"
+        elif kind == "budget_stop":
+            self.stopped = f"budget {ev.get('which')}: {ev.get('used')} of {ev.get('limit')}"
+            self.activity = "stopped"
+        elif kind == "session_end":
+            self.stopped = self.stopped or f"ended: {ev.get('reason')}"
+            self.activity = "ended"
+
+
+def decision_line(state: SessionState, ev: Mapping[str, Any], now: float | None = None) -> str:
+    """The quiet mode's plain line for a decision."""
+    parts = [f"[it {ev.get('iteration')}] {ev.get('outcome')}"]
+    if ev.get("qps") is not None:
+        parts.append(f"{_qps(ev.get('qps'))} QPS")
+    if ev.get("recall10") is not None:
+        parts.append(f"recall {float(ev['recall10']):.4f}")
+    parts.append(f"best {_qps(state.best_qps)}")
+    parts.append(f"tools {state.tool_calls}, tokens {state.tokens:,}, ${state.cost_usd:.2f}, {_clock(state.elapsed(now))}")
+    msg = state.last_message[:80]
+    line = " | ".join(parts)
+    if msg:
+        line += f" | {msg}"
+    if ev.get("outcome") != "accepted" and state.last_reason:
+        line += f" — {state.last_reason[:100]}"
+    return line
+
+
+class LiveView:
+    """Feed it every journal event (`feed`); use as a context manager around the session.
+
+    quiet=True prints one plain line per decision, budget stop and session end (for CI logs);
+    otherwise a rich Live panel shows iteration, best QPS, last outcome, tokens, cost, elapsed.
+    """
+
+    def __init__(self, quiet: bool = False, budgets: Budgets | None = None, console=None,
+                 stream: TextIO | None = None, refresh_per_second: float = 4.0):
+        self.quiet = quiet
+        self.budgets = budgets or Budgets()
+        self.state = SessionState()
+        self.stream = stream or sys.stdout
+        self._console = console
+        self._live = None
+        self._refresh = refresh_per_second
+
+    # -- priming and feeding ---------------------------------------------------------------
+    def prime(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """Load the past of a resumed session silently."""
+        for ev in events:
+            self.state.apply(ev)
+
+    def feed(self, ev: Mapping[str, Any]) -> None:
+        self.state.apply(ev)
+        kind = ev.get("type")
+        if self.quiet:
+            if kind == "decision":
+                self._print(decision_line(self.state, ev, now=_ts(ev.get("t"))))
+            elif kind == "budget_stop":
+                self._print(f"[stop] {self.state.stopped} — raise it and `vdbbench agent resume` to carry on")
+            elif kind == "session_end":
+                self._print(f"[end] {ev.get('reason')}: best {_qps(self.state.best_qps)} QPS after "
+                            f"{self.state.iteration} submissions, {self.state.tool_calls} tool calls, "
+                            f"{self.state.tokens:,} tokens, ${self.state.cost_usd:.2f}")
+            elif kind == "session_start":
+                self._print(f"[start] {self.state.task} with {self.state.model}"
+                            + (" (resumed)" if ev.get("resumed") else ""))
+        elif self._live is not None:
+            self._live.update(self.render(), refresh=kind in ("decision", "budget_stop", "session_end"))
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream, flush=True)
+
+    # -- the rich panel --------------------------------------------------------------------
+    def _limit(self, used: Any, limit: Any, fmt=str) -> str:
+        return fmt(used) + (f" / {fmt(limit)}" if limit is not None else "")
+
+    def render(self, now: float | None = None):
+        from rich.panel import Panel
+        from rich.table import Table
+        from rich.text import Text
+
+        s, b = self.state, self.budgets
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        grid.add_column(style="bold")
+        grid.add_column()
+        speed = f" (×{s.best_qps / s.baseline_qps:.2f} the start)" if s.best_qps and s.baseline_qps else ""
+        best = f"{_qps(s.best_qps)} QPS{speed}" + (f", recall {s.best_recall:.4f}" if s.best_recall is not None else "")
+        last = Text(s.last_outcome or "—", style=_OUTCOME_COLOUR.get(s.last_outcome or "", ""))
+        grid.add_row("iteration", self._limit(s.iteration, b.iterations), "best", best)
+        grid.add_row("tool calls", self._limit(s.tool_calls, b.tool_calls), "last outcome", last)
+        grid.add_row("tokens", self._limit(s.tokens, b.tokens, lambda v: f"{int(v):,}"), "last change", s.last_message[:70] or "—")
+        grid.add_row("cost", self._limit(s.cost_usd, b.cost_usd, lambda v: f"${float(v):.2f}"), "reason", s.last_reason[:70] or "—")
+        grid.add_row("elapsed", self._limit(s.elapsed(now), b.wall_s, _clock), "now", s.stopped or s.activity)
+        grid.add_row("accepted", str(s.accepted), "compactions / reviews", f"{s.compactions} / {s.reviews}")
+        recent = Table.grid(padding=(0, 1))
+        for it, outcome, qps, msg in s.recent:
+            recent.add_row(f"it {it}", Text(str(outcome), style=_OUTCOME_COLOUR.get(str(outcome), "")),
+                           _qps(qps) if qps is not None else "", msg[:60])
+        body = Table.grid()
+        body.add_row(grid)
+        if s.recent:
+            body.add_row(Text("recent submissions", style="dim"))
+            body.add_row(recent)
+        return Panel(body, title=f"vdbbench agent — {s.task} — {s.model}", border_style="cyan")
+
+    def __enter__(self) -> "LiveView":
+        if not self.quiet:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._live = Live(self.render(), console=self._console or Console(), refresh_per_second=self._refresh,
+                              transient=False, get_renderable=self.render)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.update(self.render(), refresh=True)
+            self._live.__exit__(*exc)
+            self._live = None
