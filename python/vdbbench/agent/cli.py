@@ -1,7 +1,177 @@
-"""`vdbbench` subcommands of the agent area."""
+"""`vdbbench agent ...`: run, resume and export optimization sessions (report/compare from report.py)."""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
+from vdbbench.cli import UsageError
+
 
 def register(subparsers) -> None:
-    """Add this area's subcommands to the `vdbbench` parser."""
+    """Add `vdbbench agent` and its subcommands to the `vdbbench` parser."""
+    agent = subparsers.add_parser("agent", help="LLM agent sessions that optimize the engine's Rust sources")
+    sub = agent.add_subparsers(dest="agent_command", metavar="SUBCOMMAND")
+    agent.set_defaults(func=lambda args: (agent.print_help(), 2)[1])
+
+    run = sub.add_parser("run", help="start a session on a task card")
+    run.add_argument("--task", required=True, help="task card (TOML), e.g. agent/tasks/optimize-ivf.toml")
+    run.add_argument("--run-id", help="name of the run folder (default: time stamp + task name)")
+    _model_args(run, required=True)
+    _common_args(run)
+    run.set_defaults(func=cmd_run)
+
+    res = sub.add_parser("resume", help="continue an interrupted or budget-stopped session")
+    res.add_argument("run", help="the run folder (or its name under --runs-dir)")
+    _model_args(res, required=False)
+    _common_args(res)
+    res.set_defaults(func=cmd_resume)
+
+    exp = sub.add_parser("export", help="write the winning diff (start -> best) as a patch")
+    exp.add_argument("run", help="the run folder (or its name under --runs-dir)")
+    exp.add_argument("-o", "--output", required=True, help="patch file to write ('-' for stdout)")
+    exp.add_argument("--runs-dir", default="runs")
+    exp.set_defaults(func=cmd_export)
+
+    try:
+        from vdbbench.agent import report
+    except ImportError:
+        report = None
+    if report is not None and hasattr(report, "register_report_commands"):
+        report.register_report_commands(sub)
+
+
+def _model_args(p, required: bool) -> None:
+    p.add_argument("--model", required=required, help="model name at the endpoint" + ("" if required else " (default: the session's)"))
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: the SDK's, or the session's); key from OPENAI_API_KEY")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per model request (default 300)")
+    p.add_argument("--max-retries", type=int, default=6, help="retries on time-outs, 429 and 5xx (default 6)")
+
+
+def _common_args(p) -> None:
+    p.add_argument("--runs-dir", default="runs", help="where sessions live (default ./runs)")
+    p.add_argument("--max-iterations", type=int, help="budget: submissions")
+    p.add_argument("--max-tool-calls", type=int, help="budget: tool calls")
+    p.add_argument("--max-tokens", type=int, help="budget: prompt + completion tokens")
+    p.add_argument("--max-cost", type=float, help="budget: USD")
+    p.add_argument("--max-wall", help="budget: wall time (seconds, or e.g. 90m, 8h)")
+    p.add_argument("--prices", help="price table override (TOML or JSON: {pattern = {prompt, completion}} per 1M tokens)")
+    p.add_argument("--quiet", action="store_true", help="one plain line per decision instead of the live view")
+
+
+def _overrides(args) -> dict:
+    return {"iterations": args.max_iterations, "tool_calls": args.max_tool_calls, "tokens": args.max_tokens,
+            "cost_usd": args.max_cost, "wall_s": args.max_wall}
+
+
+def _model(name: str, base_url: str | None, args):
+    from vdbbench.agent.model import OpenAIModel
+
+    key = os.environ.get("OPENAI_API_KEY")
+    if not key and not base_url:
+        raise UsageError("set OPENAI_API_KEY (or give --base-url of a local endpoint that needs no key)")
+    return OpenAIModel(name, base_url=base_url, api_key=key, timeout_s=args.timeout, max_retries=args.max_retries)
+
+
+def _prices(args):
+    from vdbbench.agent.budget import price_table
+
+    try:
+        return price_table(None, args.prices) if args.prices else price_table()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--prices {args.prices}: {exc}") from None
+
+
+def _printer(quiet: bool):
+    """A line per decision (and per stop) on stderr; S's live view replaces it when present."""
+    try:
+        from vdbbench.agent import live
+    except ImportError:
+        live = None
+    if live is not None and hasattr(live, "make_view"):
+        return live.make_view(quiet=quiet)
+
+    def show(event: dict) -> None:
+        kind = event["type"]
+        if kind == "decision":
+            q = event.get("qps")
+            best = event.get("best_qps_after")
+            print(f"[it {event['iteration']:>4}] {event['outcome']:<18} qps {q if q is None else round(q):>8} "
+                  f"best {best if best is None else round(best):>8}  {str(event.get('message') or '')[:60]}",
+                  file=sys.stderr, flush=True)
+        elif kind in ("budget_stop", "session_end", "compaction", "review"):
+            extra = event.get("which") or event.get("reason") or ""
+            print(f"[{kind}] {extra}", file=sys.stderr, flush=True)
+    return show
+
+
+def _run_dir(args) -> Path:
+    p = Path(args.run)
+    if not p.exists() and (Path(args.runs_dir) / args.run).exists():
+        p = Path(args.runs_dir) / args.run
+    if not (p / "journal.jsonl").exists():
+        raise UsageError(f"{args.run} is not a session run folder (no journal.jsonl there or under {args.runs_dir})")
+    return p
+
+
+def _finish(session) -> int:
+    end = session.run()
+    best = end["best"]
+    print(f"session ended ({end['reason']}): best {best['qps'] and round(best['qps']):,} QPS, recall@10 "
+          f"{best['recall10'] if best['recall10'] is None else round(best['recall10'], 4)}, commit {best['commit'][:12]}; "
+          f"journal {session.journal.path}", file=sys.stderr)
+    return 1 if end["reason"] == "model_unavailable" else 0
+
+
+def cmd_run(args) -> int:
+    from vdbbench.agent.loop import Session, SessionError
+    from vdbbench.agent.task import TaskError, load_task
+    from vdbbench.agent.workspace import WorkspaceError
+
+    try:
+        card = load_task(args.task)
+    except TaskError as exc:
+        raise UsageError(str(exc)) from None
+    model = _model(args.model, args.base_url, args)
+    try:
+        session = Session.create(card, model, Path(args.runs_dir), args.run_id, _overrides(args), _prices(args),
+                                 on_event=_printer(args.quiet))
+    except (SessionError, WorkspaceError, ValueError) as exc:
+        print(f"vdbbench agent run: {exc}", file=sys.stderr)
+        return 1
+    print(f"session {session.run_dir}", file=sys.stderr, flush=True)
+    return _finish(session)
+
+
+def cmd_resume(args) -> int:
+    import json
+
+    from vdbbench.agent.loop import Session, SessionError
+
+    run_dir = _run_dir(args)
+    meta = json.loads((run_dir / "session.json").read_text())
+    model = _model(args.model or meta["model"], args.base_url or meta.get("base_url"), args)
+    try:
+        session = Session.resume(run_dir, model, _overrides(args), _prices(args), on_event=_printer(args.quiet))
+    except (SessionError, ValueError) as exc:
+        print(f"vdbbench agent resume: {exc}", file=sys.stderr)
+        return 1
+    return _finish(session)
+
+
+def cmd_export(args) -> int:
+    from vdbbench.agent import workspace as wsp
+
+    run_dir = _run_dir(args)
+    ws = run_dir / "workspace"
+    start = wsp.start_commit(ws)
+    patch = wsp.git(ws, "diff", "--binary", start, "HEAD")
+    if args.output == "-":
+        sys.stdout.write(patch)
+    else:
+        Path(args.output).write_text(patch)
+        n = wsp.git(ws, "rev-list", "--count", f"{start}..HEAD").strip()
+        print(f"wrote {args.output}: {n} accepted change(s), {len(patch.splitlines())} lines "
+              f"(apply in your checkout with `git apply {args.output}`)", file=sys.stderr)
+    return 0

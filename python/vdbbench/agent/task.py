@@ -88,7 +88,7 @@ class Limits:
 class Session:
     window_tokens: int = 128_000
     review_every: int = 8  # strategic review after this many submissions without a gain
-    jump_factor: float = 3.0  # a new best this many times faster than the last is audited harder
+    jump_factor: float = 5.0  # a single step this many times faster than the best is flagged for a human look
     fresh_tolerance: float = 0.5  # fresh QPS may fall this fraction below the accepted QPS
     max_idle_replies: int = 3  # replies without a tool call before the session ends
 

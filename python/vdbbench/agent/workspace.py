@@ -286,3 +286,36 @@ def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
     detail = "\n".join(f"{name}:\n{body.strip()[:800]}" for name, body in blocks[:5])
     failures = (f"failed: {', '.join(failed)}\n" if failed else "") + (detail or (text + err)[-2000:])
     return TestResult(False, seconds, summary, failures, text[-3000:])
+
+
+def prepare_commit(ws: Path, card: TaskCard, message: str) -> str:
+    """Stage the editable files and make a commit object on top of HEAD without moving the
+    branch (so it can be audited first); `adopt_commit` makes it the best."""
+    git(ws, "add", "-A", "--", *_specs(card))
+    tree = git(ws, "write-tree").strip()
+    return git(ws, "commit-tree", tree, "-p", "HEAD", "-m", message).strip()
+
+
+def adopt_commit(ws: Path, sha: str) -> None:
+    git(ws, "update-ref", f"refs/heads/{SESSION_BRANCH}", sha)
+    git(ws, "reset", "-q")  # index = new HEAD; the working copy already holds these files
+
+
+def unstage(ws: Path) -> None:
+    git(ws, "reset", "-q")
+
+
+def start_commit(ws: Path) -> str:
+    return git(ws, "rev-list", "--max-parents=0", "HEAD").split()[0]
+
+
+def export_tree(ws: Path, rev: str, dest: Path) -> None:
+    """The files of commit ``rev`` in a plain folder (used to rebuild the best on resume)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    with tempfile.TemporaryFile() as tmp:
+        subprocess.run(["git", "archive", "--format=tar", rev], cwd=ws, stdout=tmp, check=True)
+        tmp.seek(0)
+        with tarfile.open(fileobj=tmp) as tar:
+            tar.extractall(dest, filter="data")
