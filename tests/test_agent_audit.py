@@ -145,8 +145,12 @@ def test_jump_and_combined_verdict():
     assert cached.flagged and "fresh queries" in cached.texts()[-1]
     assert verdict(clean, {"qps": 3000.0, "recall10": 0.90}, accepted).flagged
     assert verdict(clean, None, accepted).flagged
-    jumped = verdict(clean, {"qps": 3000.0, "recall10": 0.96}, accepted, best_before_qps=500.0, jump_factor=5.0)
-    assert jumped.flagged and "jumped 6.0x" in jumped.texts()[-1]
+    # A big jump is recorded and audited harder: the fresh-query tolerance is halved.
+    jumped = verdict(clean, {"qps": 2900.0, "recall10": 0.96}, accepted, tolerance=0.25, best_before_qps=500.0, jump_factor=5.0)
+    assert jumped.verdict == "clean" and any("jumped 6.0x" in t for t in jumped.texts())
+    assert verdict(clean, {"qps": 2500.0, "recall10": 0.96}, accepted, tolerance=0.25).verdict == "clean"
+    harder = verdict(clean, {"qps": 2500.0, "recall10": 0.96}, accepted, tolerance=0.25, best_before_qps=500.0, jump_factor=5.0)
+    assert harder.flagged and "more than 12% under" in harder.texts()[-1]
     assert verdict(audit_diff(MAGIC_N), {"qps": 3000.0, "recall10": 0.96}, accepted).flagged
     with pytest.raises(ValueError, match="tolerance"):
         verdict(clean, None, accepted, tolerance=1.5)
