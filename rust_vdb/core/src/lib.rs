@@ -1,3 +1,21 @@
 //! vdb-core: the vdbbench engine. Pure Rust; the Python bindings live in `rust_vdb/py`.
 
+pub mod error;
+pub mod flat;
+pub mod ivf;
 pub mod kernels;
+pub mod kmeans;
+pub mod metric;
+pub mod persist;
+pub mod pool;
+pub mod quant;
+pub mod rng;
+pub mod search_stats;
+pub mod topk;
+pub mod validate;
+
+pub use error::{Result, VdbError};
+pub use flat::FlatIndex;
+pub use ivf::{IvfIndex, Storage};
+pub use metric::Metric;
+pub use search_stats::SearchStats;

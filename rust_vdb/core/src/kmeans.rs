@@ -1,0 +1,382 @@
+//! Seeded k-means: k-means++ init on a subsample, Lloyd iterations with parallel assignment
+//! that gives the same centroids at any thread count, empty clusters split from the largest.
+
+use rayon::prelude::*;
+
+use crate::error::{Interrupt, Result, VdbError};
+use crate::metric::normalize_rows;
+use crate::pool;
+use crate::rng::Rng;
+
+/// Points per assignment task: fixed, so the work split never depends on the thread count.
+const CHUNK: usize = 256;
+
+/// How centroids are fitted.
+#[derive(Clone, Debug)]
+pub struct KMeansParams {
+    pub k: usize,
+    /// Lloyd iterations at most.
+    pub niter: usize,
+    /// Stop when the objective improves by less than this fraction between iterations.
+    pub tol: f64,
+    pub seed: u64,
+    /// Training sets larger than `max_points_per_centroid * k` are subsampled to that size.
+    pub max_points_per_centroid: usize,
+    /// Points for the k-means++ seeding: at most `init_points_per_centroid * k`.
+    pub init_points_per_centroid: usize,
+    /// Assign by largest inner product instead of smallest L2 (ip / cosine indexes).
+    pub inner_product: bool,
+    /// Renormalise centroids to unit length after each update (cosine).
+    pub spherical: bool,
+    /// Thread cap of the parallel parts (None: all cores). Results do not depend on it.
+    pub threads: Option<usize>,
+}
+
+impl KMeansParams {
+    pub fn new(k: usize, seed: u64) -> Self {
+        KMeansParams {
+            k,
+            niter: 10,
+            tol: 1e-4,
+            seed,
+            max_points_per_centroid: 256,
+            init_points_per_centroid: 16,
+            inner_product: false,
+            spherical: false,
+            threads: None,
+        }
+    }
+}
+
+/// What training produced.
+#[derive(Clone, Debug)]
+pub struct KMeansResult {
+    /// k rows of `dim` values.
+    pub centroids: Vec<f32>,
+    /// Objective (sum of squared distances, or of negated inner products) per iteration.
+    pub objective: Vec<f64>,
+    /// Number of points actually used after subsampling.
+    pub n_train: usize,
+    /// Empty clusters re-split over the whole run.
+    pub splits: usize,
+}
+
+/// Squared norms of the rows.
+pub fn row_norms(x: &[f32], dim: usize) -> Vec<f32> {
+    x.chunks_exact(dim)
+        .map(|r| r.iter().map(|v| v * v).sum())
+        .collect()
+}
+
+/// For each point, the index of its nearest centroid (smallest L2, or largest inner product;
+/// ties to the smaller index) and the score it got (squared L2, or the negated inner product).
+/// The points are processed in fixed chunks of a matrix product, in parallel.
+#[allow(clippy::too_many_arguments)]
+pub fn assign(
+    threads: Option<usize>,
+    points: &[f32],
+    centroids: &[f32],
+    c_norms: &[f32],
+    dim: usize,
+    inner_product: bool,
+    out_assign: &mut [u32],
+    out_score: &mut [f32],
+) -> Result<()> {
+    let k = c_norms.len();
+    debug_assert_eq!(centroids.len(), k * dim);
+    if threads == Some(1) || points.len() <= CHUNK * dim {
+        // One chunk at a time on the calling thread: same chunks, same results.
+        for ((pts, asg), sc) in points
+            .chunks(CHUNK * dim)
+            .zip(out_assign.chunks_mut(CHUNK))
+            .zip(out_score.chunks_mut(CHUNK))
+        {
+            assign_chunk(
+                pts,
+                centroids,
+                c_norms,
+                dim,
+                inner_product,
+                asg,
+                sc,
+                &mut Vec::new(),
+            );
+        }
+        return Ok(());
+    }
+    pool::install(threads, || {
+        points
+            .par_chunks(CHUNK * dim)
+            .zip(out_assign.par_chunks_mut(CHUNK))
+            .zip(out_score.par_chunks_mut(CHUNK))
+            .for_each_init(Vec::new, |buf: &mut Vec<f32>, ((pts, asg), sc)| {
+                assign_chunk(pts, centroids, c_norms, dim, inner_product, asg, sc, buf)
+            })
+    })
+}
+
+/// Nearest centroid of each point of one chunk, through one matrix product.
+#[allow(clippy::too_many_arguments)]
+fn assign_chunk(
+    pts: &[f32],
+    centroids: &[f32],
+    c_norms: &[f32],
+    dim: usize,
+    inner_product: bool,
+    asg: &mut [u32],
+    sc: &mut [f32],
+    buf: &mut Vec<f32>,
+) {
+    let k = c_norms.len();
+    let m = pts.len() / dim;
+    buf.clear();
+    buf.resize(m * k, 0.0);
+    // SAFETY: pts is m x dim row-major, centroids k x dim row-major read as its
+    // transpose (dim x k), buf is m x k row-major; all lengths were checked above.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            dim,
+            k,
+            1.0,
+            pts.as_ptr(),
+            dim as isize,
+            1,
+            centroids.as_ptr(),
+            1,
+            dim as isize,
+            0.0,
+            buf.as_mut_ptr(),
+            k as isize,
+            1,
+        );
+    }
+    for i in 0..m {
+        let row = &buf[i * k..(i + 1) * k];
+        let x_norm: f32 = pts[i * dim..(i + 1) * dim].iter().map(|v| v * v).sum();
+        let mut best = 0usize;
+        let mut best_s = f32::INFINITY;
+        for (j, &dot) in row.iter().enumerate() {
+            let s = if inner_product {
+                -dot
+            } else {
+                c_norms[j] - 2.0 * dot
+            };
+            if s < best_s {
+                best_s = s;
+                best = j;
+            }
+        }
+        asg[i] = best as u32;
+        sc[i] = if inner_product {
+            best_s
+        } else {
+            (best_s + x_norm).max(0.0)
+        };
+    }
+}
+
+/// k-means++ seeding (D^2 sampling) of `k` centroids among `x`'s rows.
+fn kmeans_pp(
+    x: &[f32],
+    dim: usize,
+    k: usize,
+    rng: &mut Rng,
+    threads: Option<usize>,
+) -> Result<Vec<f32>> {
+    let n = x.len() / dim;
+    let mut centroids = Vec::with_capacity(k * dim);
+    let first = rng.below(n);
+    centroids.extend_from_slice(&x[first * dim..(first + 1) * dim]);
+    let mut d2 = vec![f32::INFINITY; n];
+    let l2 = crate::kernels::kernels().l2_f32;
+    for c in 1..k {
+        let last = &centroids[(c - 1) * dim..c * dim];
+        let update = |(ci, ch): (usize, &mut [f32])| {
+            for (i, d) in ch.iter_mut().enumerate() {
+                let p = ci * CHUNK + i;
+                let v = l2(&x[p * dim..(p + 1) * dim], last);
+                if v < *d {
+                    *d = v;
+                }
+            }
+        };
+        if threads == Some(1) || n <= CHUNK {
+            d2.chunks_mut(CHUNK).enumerate().for_each(update);
+        } else {
+            pool::install(threads, || {
+                d2.par_chunks_mut(CHUNK).enumerate().for_each(update)
+            })?;
+        }
+        let total: f64 = d2.iter().map(|&v| v as f64).sum();
+        let pick = if total > 0.0 {
+            let target = rng.next_f64() * total;
+            let mut acc = 0.0f64;
+            let mut pick = n - 1;
+            for (i, &v) in d2.iter().enumerate() {
+                acc += v as f64;
+                if acc > target {
+                    pick = i;
+                    break;
+                }
+            }
+            pick
+        } else {
+            rng.below(n) // every point coincides with a centroid: any choice is as good
+        };
+        centroids.extend_from_slice(&x[pick * dim..(pick + 1) * dim]);
+    }
+    Ok(centroids)
+}
+
+/// Fits `params.k` centroids to the rows of `data` (`dim` values each).
+pub fn kmeans(
+    data: &[f32],
+    dim: usize,
+    params: &KMeansParams,
+    interrupt: Interrupt,
+) -> Result<KMeansResult> {
+    let n = if dim == 0 { 0 } else { data.len() / dim };
+    let k = params.k;
+    if k == 0 || n < k {
+        return Err(VdbError::InvalidInput(format!(
+            "k-means needs at least k={k} training vectors (and k >= 1), got {n}"
+        )));
+    }
+    let mut rng = Rng::new(params.seed);
+
+    // Subsample large training sets (as faiss does), deterministically by seed.
+    let max_n = params.max_points_per_centroid.saturating_mul(k).max(k);
+    let owned;
+    let x: &[f32] = if n > max_n {
+        let idx = rng.sample_indices(n, max_n);
+        let mut v = Vec::with_capacity(max_n * dim);
+        for i in idx {
+            v.extend_from_slice(&data[i * dim..(i + 1) * dim]);
+        }
+        owned = v;
+        &owned
+    } else {
+        data
+    };
+    let n = x.len() / dim;
+
+    // Seeding on a smaller subsample keeps k-means++ (O(n k d), sequential over k) cheap.
+    let n_init = params
+        .init_points_per_centroid
+        .saturating_mul(k)
+        .max(k)
+        .min(n);
+    let mut centroids = if n_init < n {
+        let idx = rng.sample_indices(n, n_init);
+        let mut v = Vec::with_capacity(n_init * dim);
+        for i in idx {
+            v.extend_from_slice(&x[i * dim..(i + 1) * dim]);
+        }
+        kmeans_pp(&v, dim, k, &mut rng, params.threads)?
+    } else {
+        kmeans_pp(x, dim, k, &mut rng, params.threads)?
+    };
+    if params.spherical {
+        normalize_rows(&mut centroids, dim);
+    }
+    interrupt()?;
+
+    let mut asg = vec![0u32; n];
+    let mut score = vec![0f32; n];
+    let mut objective = Vec::new();
+    let mut splits = 0;
+    let mut sums = vec![0f64; k * dim];
+    let mut counts = vec![0usize; k];
+    for _iter in 0..params.niter.max(1) {
+        let c_norms = row_norms(&centroids, dim);
+        assign(
+            params.threads,
+            x,
+            &centroids,
+            &c_norms,
+            dim,
+            params.inner_product,
+            &mut asg,
+            &mut score,
+        )?;
+        let obj: f64 = score.iter().map(|&s| s as f64).sum();
+
+        // Update in a fixed order (sequential f64 sums): identical at any thread count.
+        sums.iter_mut().for_each(|s| *s = 0.0);
+        counts.iter_mut().for_each(|c| *c = 0);
+        for (i, &a) in asg.iter().enumerate() {
+            let a = a as usize;
+            counts[a] += 1;
+            let s = &mut sums[a * dim..(a + 1) * dim];
+            for (acc, &v) in s.iter_mut().zip(&x[i * dim..(i + 1) * dim]) {
+                *acc += v as f64;
+            }
+        }
+        for c in 0..k {
+            if counts[c] > 0 {
+                let inv = 1.0 / counts[c] as f64;
+                for d in 0..dim {
+                    centroids[c * dim + d] = (sums[c * dim + d] * inv) as f32;
+                }
+            }
+        }
+        splits += split_empty(&mut centroids, &mut counts, dim, &mut rng);
+        if params.spherical {
+            normalize_rows(&mut centroids, dim);
+        }
+        interrupt()?;
+
+        let converged = match objective.last() {
+            Some(&prev) => {
+                let prev: f64 = prev;
+                (prev - obj).abs() <= params.tol * prev.abs().max(f64::MIN_POSITIVE)
+            }
+            None => false,
+        };
+        objective.push(obj);
+        if converged {
+            break;
+        }
+    }
+    Ok(KMeansResult {
+        centroids,
+        objective,
+        n_train: n,
+        splits,
+    })
+}
+
+/// Gives each empty cluster half of the largest cluster: both get that centroid, nudged
+/// apart by a tiny symmetric perturbation (faiss' rule). Returns the number of splits.
+fn split_empty(centroids: &mut [f32], counts: &mut [usize], dim: usize, rng: &mut Rng) -> usize {
+    const EPS: f32 = 1.0 / 1024.0;
+    let k = counts.len();
+    let mut splits = 0;
+    for empty in 0..k {
+        if counts[empty] != 0 {
+            continue;
+        }
+        // Largest cluster, ties to the smaller index.
+        let mut big = 0;
+        for c in 1..k {
+            if counts[c] > counts[big] {
+                big = c;
+            }
+        }
+        if counts[big] <= 1 {
+            break; // nothing left to split (k close to n): keep the centroid as it is
+        }
+        for d in 0..dim {
+            let v = centroids[big * dim + d];
+            let sign = if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
+            let delta = sign * EPS * v.abs().max(EPS);
+            centroids[empty * dim + d] = v + delta;
+            centroids[big * dim + d] = v - delta;
+        }
+        counts[empty] = counts[big] / 2;
+        counts[big] -= counts[empty];
+        splits += 1;
+    }
+    splits
+}
