@@ -7,9 +7,11 @@ from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
 from vdbbench.agent.budget import Usage
+from vdbbench.agent.report import baseline_qps
 
 # Rough size of a message's envelope (role, separators) in tokens, on top of its text.
 _MESSAGE_OVERHEAD = 4
+_TASK_SKIP = frozenset({"path", "start", "build", "tests", "limits", "session", "budgets", "prices", "card"})
 SUMMARY_HEADER = "## Session state (compacted from the journal; older turns were dropped)"
 
 
@@ -94,17 +96,23 @@ def _task_lines(task_card: Mapping[str, Any] | None) -> list[str]:
     lines = []
     name = card.get("name") or card.get("title") or "(unnamed task)"
     lines.append(f"Task: {name}")
-    for key in ("description", "goal", "objective"):
+    for key in ("description", "goal"):
         if card.get(key):
             lines.append(f"{key.capitalize()}: {_one_line(card[key], 600)}")
     # Short scalar settings (recall floor, module, class, dataset...) and small tables.
+    # The settings that shape the work (harness plumbing such as build, limits and budgets is left out).
     for key, value in card.items():
-        if key in ("name", "title", "description", "goal", "objective", "prices"):
+        if key in _TASK_SKIP or key in ("name", "title", "description", "goal"):
             continue
-        if isinstance(value, (str, int, float, bool)) or isinstance(value, (list, Mapping)):
-            text = value if isinstance(value, (str, int, float, bool)) else json.dumps(value, default=str)
-            if len(str(text)) <= 300:
-                lines.append(f"- {key}: {text}")
+        if isinstance(value, Mapping):
+            text = ", ".join(f"{k}={v}" for k, v in value.items() if isinstance(v, (str, int, float, bool)) or
+                             (isinstance(v, (list, Mapping)) and len(json.dumps(v, default=str)) <= 80))
+        elif isinstance(value, list):
+            text = ", ".join(str(v) for v in value)
+        else:
+            text = str(value)
+        if text and len(text) <= 400:
+            lines.append(f"- {key}: {text}")
     return lines
 
 
@@ -131,7 +139,7 @@ def build_state_summary(
     out.append("")
 
     # The best version. Its baseline is the best QPS the first evaluation compared against.
-    baseline = next((e["best"]["qps"] for e in events if e.get("type") == "evaluation" and e.get("best")), None)
+    baseline = baseline_qps(events)
     if accepted:
         best = accepted[-1]
         out.append(

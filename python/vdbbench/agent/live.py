@@ -96,6 +96,11 @@ class SessionState:
         elif kind == "build":
             self.activity = "built" if ev.get("ok") else "build failed"
         elif kind == "evaluation":
+            cand = ev.get("candidate") if isinstance(ev.get("candidate"), Mapping) else {}
+            if (self.baseline_qps is None and ev.get("best") is None and ev.get("split", "heldout") == "heldout"
+                    and self.iteration == 0 and cand.get("qps")):
+                self.baseline_qps = cand["qps"]  # the start version's own measurement
+                self.best_qps = self.best_qps or cand["qps"]
             if self.baseline_qps is None and isinstance(ev.get("best"), Mapping):
                 self.baseline_qps = ev["best"].get("qps")
             self.activity = f"evaluated ({ev.get('split')})"

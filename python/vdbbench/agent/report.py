@@ -60,7 +60,14 @@ def decisions(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def baseline_qps(events: Sequence[Mapping[str, Any]]) -> float | None:
-    """QPS of the starting code: what the first evaluation (or decision) compared against."""
+    """QPS of the starting code: its own measurement (an evaluation before the first submission,
+    with nothing to compare against), else what the first evaluation or decision compared against."""
+    for e in events:
+        if e.get("type") == "decision":
+            break
+        if (e.get("type") == "evaluation" and e.get("best") is None and e.get("split", "heldout") == "heldout"
+                and isinstance(e.get("candidate"), Mapping) and e["candidate"].get("qps")):
+            return float(e["candidate"]["qps"])
     for e in events:
         if e.get("type") == "evaluation" and isinstance(e.get("best"), Mapping) and e["best"].get("qps"):
             return float(e["best"]["qps"])
