@@ -214,6 +214,8 @@ def cmd_run(args) -> int:
             f"[bold yellow]WARNING: {args.dataset} is not available here; measuring on the generated "
             f"replica {ds.name} instead (recorded as synthetic in every result).[/]"
         )
+    if args.nlist is not None and args.nlist > ds.n:
+        raise UsageError(f"--nlist {args.nlist} exceeds the {ds.n:,} vectors of {ds.name}")
     classes = {n: adapter_class(n) for n in names}
     for n, cls in classes.items():
         if not cls.supports(ds.metric):

@@ -141,7 +141,9 @@ class FaissIvfPqFastScan(FaissIvfRefine):
 
     @property
     def codec(self):
-        return f"PQ{self.dim // 2}x4fs,RFlat"
+        # dim/2 sub-quantizers of 4 bits (2 dimensions each); for odd dim the largest divisor below
+        m = next(m for m in range(max(1, self.dim // 2), 0, -1) if self.dim % m == 0)
+        return f"PQ{m}x4fs,RFlat"
 
 
 class FaissHnsw(FaissAdapter):
