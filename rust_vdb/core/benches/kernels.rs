@@ -29,8 +29,8 @@ fn opts() -> Opts {
     let mut o = Opts {
         filters: vec![],
         dim: 128,
-        sample: Duration::from_millis(40),
-        samples: 7,
+        sample: Duration::from_millis(20),
+        samples: 15,
         bandwidth_mib: 512,
     };
     let mut args = std::env::args().skip(1);
@@ -85,6 +85,7 @@ struct Data {
     r16: Vec<f16>,
     q8: Vec<u8>,
     r8: Vec<u8>,
+    terms: Vec<i32>,
 }
 
 fn data(dim: usize) -> Data {
@@ -96,10 +97,15 @@ fn data(dim: usize) -> Data {
         s
     };
     let r32: Vec<f32> = (0..dim * ROWS).map(|_| (next() % 256) as f32).collect();
+    let r8: Vec<u8> = (0..dim * ROWS).map(|_| (next() % 256) as u8).collect();
     Data {
+        terms: r8
+            .chunks_exact(dim)
+            .map(kernels::scalar::u8_row_term)
+            .collect(),
+        r8,
         q32: (0..dim).map(|_| (next() % 256) as f32).collect(),
         r16: r32.iter().map(|&x| f16::from_f32(x)).collect(),
-        r8: (0..dim * ROWS).map(|_| (next() % 256) as u8).collect(),
         q8: (0..dim).map(|_| (next() % 256) as u8).collect(),
         r32,
     }
@@ -221,6 +227,13 @@ fn bench_table(o: &Opts, k: &Kernels, d: &Data, scalar: &mut Vec<(String, f64)>)
             "l2_u8_batch",
             1,
             Box::new(|b: &mut Bufs| (k.l2_u8_batch)(black_box(&d.q8), &d.r8, &mut b.outu)),
+        ),
+        (
+            "l2_u8_batch_pre",
+            1,
+            Box::new(|b: &mut Bufs| {
+                (k.l2_u8_batch_pre)(black_box(&d.q8), &d.r8, &d.terms, &mut b.outu)
+            }),
         ),
         (
             "dot_f32_u8_batch",

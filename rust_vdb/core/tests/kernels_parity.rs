@@ -158,6 +158,61 @@ fn u8_l2_batch_equals_single_and_scalar() {
     }
 }
 
+#[test]
+fn u8_l2_with_row_terms_is_exact() {
+    let mut rng = Rng(9);
+    for k in available_tables() {
+        for dim in DIMS {
+            for nrows in NROWS {
+                let q = rng.u8s(dim);
+                let mut rows = rng.u8s(dim * nrows);
+                if nrows > 2 {
+                    // extremes in a few rows: all 0 and all 255 against any query
+                    rows[..dim].fill(0);
+                    rows[dim..2 * dim].fill(255);
+                }
+                let terms: Vec<i32> = rows.chunks_exact(dim).map(|x| (k.u8_row_term)(x)).collect();
+                let want_terms: Vec<i32> = rows
+                    .chunks_exact(dim)
+                    .map(|x| (SCALAR.u8_row_term)(x))
+                    .collect();
+                assert_eq!(terms, want_terms, "u8_row_term({}) dim {dim}", k.name);
+                let mut got = vec![1u32; nrows];
+                let mut want = vec![2u32; nrows];
+                (k.l2_u8_batch_pre)(&q, &rows, &terms, &mut got);
+                (SCALAR.l2_u8_batch)(&q, &rows, &mut want);
+                assert_eq!(
+                    got, want,
+                    "l2_u8_batch_pre({}) dim {dim} nrows {nrows}",
+                    k.name
+                );
+            }
+            for qv in [0u8, 255] {
+                let q = vec![qv; dim];
+                let rows: Vec<u8> = [vec![0u8; dim], vec![255u8; dim], vec![128u8; dim]].concat();
+                let terms: Vec<i32> = rows.chunks_exact(dim).map(|x| (k.u8_row_term)(x)).collect();
+                let mut got = [0u32; 3];
+                (k.l2_u8_batch_pre)(&q, &rows, &terms, &mut got);
+                let d = |a: u8, b: u8| dim as u32 * (a as i32 - b as i32).pow(2) as u32;
+                assert_eq!(
+                    got,
+                    [d(qv, 0), d(qv, 255), d(qv, 128)],
+                    "{} dim {dim} q={qv}",
+                    k.name
+                );
+            }
+        }
+        let r = std::panic::catch_unwind(|| {
+            (k.l2_u8_batch_pre)(&[1; 16], &[1; 32], &[0; 1], &mut [0; 2])
+        });
+        assert!(
+            r.is_err(),
+            "{} l2_u8_batch_pre accepted 1 term for 2 rows",
+            k.name
+        );
+    }
+}
+
 /// Checks one f32-query kernel pair (single, batch) of `k` against the scalar twins.
 fn check_f32_query<T: Copy>(
     name: &str,

@@ -30,7 +30,21 @@ pub static AVX2: Kernels = Kernels {
     dot_f32_u8_batch,
     f32_to_f16,
     f16_to_f32,
+    u8_row_term: super::scalar::u8_row_term,
+    l2_u8_batch_pre,
 };
+
+/// Without an exact 8-bit dot product (vpmaddubsw saturates), the direct form is as fast.
+fn l2_u8_batch_pre(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    assert_eq!(
+        terms.len(),
+        out.len(),
+        "{} row terms for {} rows",
+        terms.len(),
+        out.len()
+    );
+    l2_u8_batch(q, rows, out)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Loads of 8 lanes as f32, for each stored element type.

@@ -27,6 +27,8 @@ pub static AVX512: Kernels = Kernels {
     dot_f32_u8_batch,
     f32_to_f16,
     f16_to_f32,
+    u8_row_term: super::scalar::u8_row_term,
+    l2_u8_batch_pre: l2_u8_batch_pre_madd,
 };
 
 pub static AVX512_VNNI: Kernels = Kernels {
@@ -34,6 +36,7 @@ pub static AVX512_VNNI: Kernels = Kernels {
     name: "avx512+vnni",
     l2_u8: l2_u8_vnni,
     l2_u8_batch: l2_u8_batch_vnni,
+    l2_u8_batch_pre: l2_u8_batch_pre_vnni,
     ..AVX512
 };
 
@@ -360,6 +363,110 @@ l2_u8_kernels!(
     step_vnni,
     "avx512f,avx512bw,avx512vl,avx512vnni"
 );
+
+// ---------------------------------------------------------------------------------------------
+// u8 l2 from precomputed row terms (see `Kernels::l2_u8_batch_pre`): per 64 dims one vpdpbusd
+// of the row (u8) with the query shifted to i8 (q - 128 == q ^ 0x80), four rows at a time.
+
+/// sum(q^2) for the rewritten form (once per batch).
+#[inline]
+fn sq_norm(q: &[u8]) -> u32 {
+    q.iter()
+        .map(|&v| v as u32 * v as u32)
+        .fold(0u32, u32::wrapping_add)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dot_shifted_vnni(q: &[u8], x: &[u8]) -> i32 {
+    let n = q.len();
+    let (qp, xp) = (q.as_ptr() as *const i8, x.as_ptr() as *const i8);
+    let off = _mm512_set1_epi8(-128);
+    let mut acc = _mm512_setzero_si512();
+    let mut i = 0;
+    while i + 64 <= n {
+        let qv = _mm512_xor_si512(_mm512_loadu_si512(qp.add(i) as _), off);
+        acc = _mm512_dpbusd_epi32(acc, _mm512_loadu_si512(xp.add(i) as _), qv);
+        i += 64;
+    }
+    if i < n {
+        let m = mask64(n - i);
+        let qv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, qp.add(i)), off);
+        acc = _mm512_dpbusd_epi32(acc, _mm512_maskz_loadu_epi8(m, xp.add(i)), qv);
+    }
+    _mm512_reduce_add_epi32(acc)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn l2_u8_batch_pre_vnni_impl(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    let n = q.len();
+    let qp = q.as_ptr() as *const i8;
+    let qn = sq_norm(q);
+    let off = _mm512_set1_epi8(-128);
+    let main = n & !63;
+    let nrows = out.len();
+    let tail = (main < n).then(|| mask64(n - main));
+    let mut r = 0;
+    while r + 4 <= nrows {
+        let xp = rows.as_ptr().add(r * n) as *const i8;
+        let mut acc = [_mm512_setzero_si512(); 4];
+        let mut i = 0;
+        while i < main {
+            let qv = _mm512_xor_si512(_mm512_loadu_si512(qp.add(i) as _), off);
+            for (k, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_dpbusd_epi32(*a, _mm512_loadu_si512(xp.add(k * n + i) as _), qv);
+            }
+            i += 64;
+        }
+        if let Some(m) = tail {
+            // masked-off lanes: x = 0, so their products vanish whatever q' is
+            let qv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, qp.add(main)), off);
+            for (k, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_dpbusd_epi32(*a, _mm512_maskz_loadu_epi8(m, xp.add(k * n + main)), qv);
+            }
+        }
+        let dots = hsum4_epi32(acc[0], acc[1], acc[2], acc[3]);
+        let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
+        let d = _mm_sub_epi32(
+            _mm_add_epi32(_mm_set1_epi32(qn as i32), t),
+            _mm_slli_epi32::<1>(dots),
+        );
+        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, d);
+        r += 4;
+    }
+    while r < nrows {
+        let dot = dot_shifted_vnni(q, &rows[r * n..(r + 1) * n]);
+        out[r] = qn
+            .wrapping_add(terms[r] as u32)
+            .wrapping_sub((dot as u32).wrapping_mul(2));
+        r += 1;
+    }
+}
+
+fn l2_u8_batch_pre_vnni(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    check_batch(q.len(), rows.len(), out.len());
+    assert_eq!(
+        terms.len(),
+        out.len(),
+        "{} row terms for {} rows",
+        terms.len(),
+        out.len()
+    );
+    // SAFETY: lengths checked above; AVX512_VNNI is only handed out after
+    // is_x86_feature_detected! confirmed avx512f/bw/vl and avx512vnni (kernels::kernels_for).
+    unsafe { l2_u8_batch_pre_vnni_impl(q, rows, terms, out) }
+}
+
+/// Without VNNI the direct form (`l2_u8_batch`) is as fast; `terms` are only checked.
+fn l2_u8_batch_pre_madd(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    assert_eq!(
+        terms.len(),
+        out.len(),
+        "{} row terms for {} rows",
+        terms.len(),
+        out.len()
+    );
+    l2_u8_batch_madd(q, rows, out)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Conversions (round to nearest even, as `half`).

@@ -76,6 +76,42 @@ pub fn l2_u8_batch(q: &[u8], rows: &[u8], out: &mut [u32]) {
     batch(q, rows, out, |q, off| l2_u8(q, &rows[off..off + q.len()]))
 }
 
+pub fn u8_row_term(x: &[u8]) -> i32 {
+    x.iter().map(|&v| v as i32 * (v as i32 - 256)).sum()
+}
+
+/// The reference of the rewritten form the VNNI kernel uses (see `Kernels::l2_u8_batch_pre`),
+/// in wrapping u32 arithmetic: exact whenever the true distance fits in u32.
+pub fn l2_u8_batch_pre(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    let dim = q.len();
+    assert_eq!(
+        rows.len(),
+        dim * out.len(),
+        "batch rows hold {} values, expected dim {dim} x {} rows",
+        rows.len(),
+        out.len()
+    );
+    assert_eq!(
+        terms.len(),
+        out.len(),
+        "{} row terms for {} rows",
+        terms.len(),
+        out.len()
+    );
+    let qn: u32 = q.iter().map(|&v| v as u32 * v as u32).sum();
+    for (r, o) in out.iter_mut().enumerate() {
+        let x = &rows[r * dim..(r + 1) * dim];
+        let dot: i64 = q
+            .iter()
+            .zip(x)
+            .map(|(&a, &b)| (a as i64 - 128) * b as i64)
+            .sum();
+        *o = qn
+            .wrapping_add(terms[r] as u32)
+            .wrapping_sub((dot as u32).wrapping_mul(2));
+    }
+}
+
 pub fn dot_f32_u8_batch(q: &[f32], rows: &[u8], out: &mut [f32]) {
     batch(q, rows, out, |q, off| {
         dot_f32_u8(q, &rows[off..off + q.len()])
