@@ -1,5 +1,24 @@
 """Datasets: registry, readers and writers, verified downloads, generated sets, ground truth."""
 
-from vdbbench.datasets.base import Dataset
+from vdbbench.datasets.base import Dataset, DatasetError, content_hash
+from vdbbench.datasets.download import DownloadError
+from vdbbench.datasets.groundtruth import compute_groundtruth
+from vdbbench.datasets.loader import default_nq, load_dataset, register_arrays
+from vdbbench.datasets.registry import UnknownDataset, data_dir, registry
+from vdbbench.datasets.synth import synth_float, synth_sift
 
-__all__ = ["Dataset"]
+__all__ = [
+    "Dataset",
+    "DatasetError",
+    "DownloadError",
+    "UnknownDataset",
+    "compute_groundtruth",
+    "content_hash",
+    "data_dir",
+    "default_nq",
+    "load_dataset",
+    "register_arrays",
+    "registry",
+    "synth_float",
+    "synth_sift",
+]

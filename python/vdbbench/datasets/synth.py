@@ -1,33 +1,170 @@
-"""Generated data sets, deterministic by seed (first cut; the datasets work calibrates them).
+"""Generated data sets, deterministic by seed: a SIFT replica as hard for IVF as real SIFT, and real-valued data.
 
-Signatures are the contract the rest of the project uses:
-  synth_sift(n, nq, seed=0)  -> (base, queries): float32, integer values 0..255, norms ~512
-  synth_float(n, nq, dim=64, seed=0) -> (base, queries): float32, real-valued
+Both come from one hierarchical process, a "world" fixed by the seed and independent of n:
+G groups, each with its own mean and its own r-dimensional basis; K components per group, each a
+mean (the group's plus a sparse non-negative offset) and its own anisotropic latent scales
+(decaying with the latent index, log-normal per component) and noise level (log-normal, so some
+components are tight, near-duplicate patterns and others diffuse). A point picks a component,
+draws heavy-tailed (Student-t) latent coordinates and Gaussian noise: many overlapping,
+low-intrinsic-dimension, anisotropic structures rather than a few tight clusters.
+
+`synth_sift` then does what SIFT does to a gradient histogram: keep the non-negative part,
+weight the 4x4 spatial cells by a Gaussian window, normalise to unit length, clip at 0.2,
+renormalise, scale by 512, round to integers 0..255. Its parameters were calibrated with
+benchmarks/calibrate_synth.py so that exact-scan IVF at nlist = 4*sqrt(n) needs a similar
+fraction of the lists as real SIFT (benchmarks/results/synth_calibration.md).
+
+Rows are generated in fixed chunks with one random stream per chunk, so memory stays bounded,
+the output does not depend on the machine, and the base of a smaller n is a prefix of a larger
+one; queries come from their own streams (fresh draws, disjoint from the base).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+# Bump when the output for a given (n, nq, seed, dim) changes: cached generated sets are keyed by it.
+GENERATOR_VERSION = 1
+CHUNK = 1 << 13  # rows per random stream; always drawn whole, so prefixes agree
+_BASE_STREAM, _QUERY_STREAM = 2, 3
+
+
+@dataclass(frozen=True)
+class WorldParams:
+    groups: int = 32
+    components: int = 128  # per group
+    rank: int = 16  # latent dimension of each component
+    mean_shape: float = 1.0  # gamma shape of the group means (smaller: sparser)
+    component_spread: float = 0.3  # scale of a component's offset from its group mean
+    latent_scale: float = 2.0
+    latent_decay: float = 0.7  # latent j has scale j**-decay
+    noise: float = 0.7  # median isotropic noise of a component
+    noise_spread: float = 0.8  # log-normal sigma of the per-component noise level
+    latent_df: float = 4.0  # Student-t degrees of freedom of the latent coordinates
+
+
+@dataclass(frozen=True)
+class SiftParams:
+    shift: float = 0.4  # added before keeping the non-negative part (sets the zero fraction)
+    power: float = 1.7  # histogram peakiness
+    window_exp: float = 4.0  # strength of the spatial Gaussian window across the 16 cells
+
+
+SIFT_WORLD = WorldParams()
+SIFT_PARAMS = SiftParams()
+FLOAT_WORLD = WorldParams(groups=32, components=64, rank=12, mean_shape=2.0, component_spread=0.8,
+                          latent_scale=2.5, noise=0.45, noise_spread=0.6)
+
+
+class _World:
+    def __init__(self, seed: int, dim: int, p: WorldParams):
+        rng = np.random.default_rng([seed, 1, dim])
+        self.p, self.dim = p, dim
+        G, K, r = p.groups, p.components, min(p.rank, dim)
+        self.rank = r
+        group_mean = rng.gamma(p.mean_shape, 1.0, size=(G, dim))
+        basis = rng.standard_normal((G, dim, r))
+        self.basis = np.linalg.qr(basis)[0].transpose(0, 2, 1).copy()  # (G, r, dim), orthonormal rows
+        offsets = rng.gamma(p.mean_shape, 1.0, size=(G, K, dim)) - p.mean_shape
+        self.mean = (group_mean[:, None, :] + p.component_spread * offsets).reshape(G * K, dim)
+        decay = np.arange(1, r + 1, dtype=np.float64) ** -p.latent_decay
+        self.scale = (p.latent_scale * decay * rng.lognormal(0.0, 0.3, size=(G, K, r))).reshape(G * K, r)
+        self.noise = p.noise * rng.lognormal(0.0, p.noise_spread, size=G * K)
+
+    def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
+        """m raw points (float64) of the process."""
+        p = self.p
+        comp = rng.integers(0, p.groups * p.components, size=m)
+        group = comp // p.components
+        latent = rng.standard_t(p.latent_df, size=(m, self.rank)) * self.scale[comp]
+        x = self.mean[comp]
+        order = np.argsort(group, kind="stable")
+        bounds = np.searchsorted(group[order], np.arange(p.groups + 1))
+        for g in range(p.groups):
+            rows = order[bounds[g] : bounds[g + 1]]
+            if rows.size:
+                x[rows] += latent[rows] @ self.basis[g]
+        x += self.noise[comp][:, None] * rng.standard_normal((m, self.dim))
+        return x
+
+
+def _fill(out: np.ndarray, seed: int, stream: int, make) -> np.ndarray:
+    for c, start in enumerate(range(0, out.shape[0], CHUNK)):
+        rng = np.random.default_rng([seed, stream, c])
+        stop = min(start + CHUNK, out.shape[0])
+        out[start:stop] = make(rng, CHUNK)[: stop - start]
+    return out
+
+
+def _check(n: int, nq: int, dim: int, seed: int) -> None:
+    for label, value in (("n", n), ("nq", nq), ("dim", dim)):
+        if not isinstance(value, (int, np.integer)) or value <= 0:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+
+
+def _spatial_window(dim: int, exponent: float) -> np.ndarray:
+    """SIFT's Gaussian weighting of its 4x4 cells (sigma = half the window), one weight per component."""
+    centres = (np.arange(4) - 1.5) / 4.0
+    cy, cx = np.meshgrid(centres, centres, indexing="ij")
+    cells = np.exp(-(cx**2 + cy**2) / (2 * 0.5**2)).reshape(16) ** exponent
+    return np.resize(np.repeat(cells, max(1, dim // 16)), dim)
+
+
+def sift_normalise(x: np.ndarray) -> np.ndarray:
+    """SIFT's descriptor normalisation of non-negative rows: unit length, clip 0.2, renormalise, x512, round."""
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    np.minimum(x, 0.2, out=x)
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return np.clip(np.rint(x * 512.0), 0, 255)
 
 
 def synth_sift(n: int, nq: int, seed: int = 0, dim: int = 128) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    ncenters = max(8, int(np.sqrt(n + nq)))
-    centers = rng.gamma(0.6, 1.0, size=(ncenters, dim))
-    assign = rng.integers(0, ncenters, size=n + nq)
-    x = centers[assign] + rng.gamma(0.6, 0.6, size=(n + nq, dim))
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    x = np.minimum(x, 0.2)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
-    x = np.clip(np.rint(x * 512.0), 0, 255).astype(np.float32)
-    return np.ascontiguousarray(x[:n]), np.ascontiguousarray(x[n:])
+    """(base, queries): float32 C-contiguous, integer values 0..255, norms ~512, SIFT-like difficulty."""
+    return sift_like(n, nq, seed=seed, dim=dim)
+
+
+def sift_like(n: int, nq: int, seed: int = 0, dim: int = 128, world_params: WorldParams = SIFT_WORLD,
+              sift_params: SiftParams = SIFT_PARAMS) -> tuple[np.ndarray, np.ndarray]:
+    """`synth_sift` with explicit parameters (benchmarks/calibrate_synth.py sweeps them)."""
+    _check(n, nq, dim, seed)
+    world = _World(seed, dim, world_params)
+    sp = sift_params
+    window = _spatial_window(dim, sp.window_exp)
+
+    def make(rng, m):
+        x = np.maximum(world.draw(rng, m) + sp.shift, 0.0)
+        x **= sp.power
+        x *= window
+        return sift_normalise(x)
+
+    base = _fill(np.empty((n, dim), np.float32), seed, _BASE_STREAM, make)
+    queries = _fill(np.empty((nq, dim), np.float32), seed, _QUERY_STREAM, make)
+    return base, queries
 
 
 def synth_float(n: int, nq: int, dim: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    ncenters = max(8, int(np.sqrt(n + nq)))
-    centers = rng.standard_normal((ncenters, dim)).astype(np.float32)
-    assign = rng.integers(0, ncenters, size=n + nq)
-    x = centers[assign] + 0.5 * rng.standard_normal((n + nq, dim)).astype(np.float32)
-    x = x.astype(np.float32)
-    return np.ascontiguousarray(x[:n]), np.ascontiguousarray(x[n:])
+    """(base, queries): float32 C-contiguous, real-valued, per-dimension scales spanning ~100x.
+
+    The wide range of scales is what makes 8-bit quantization lose information here: a u8 code
+    with one global range leaves the small-scale dimensions only a few levels.
+    """
+    return float_like(n, nq, dim=dim, seed=seed)
+
+
+def float_like(n: int, nq: int, dim: int = 64, seed: int = 0, world_params: WorldParams = FLOAT_WORLD,
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """`synth_float` with explicit parameters."""
+    _check(n, nq, dim, seed)
+    world = _World(seed, dim, world_params)
+    dim_scale = np.exp(np.random.default_rng([seed, 4, dim]).uniform(np.log(0.1), np.log(10.0), size=dim))
+
+    def make(rng, m):
+        return world.draw(rng, m) * dim_scale
+
+    base = _fill(np.empty((n, dim), np.float32), seed, _BASE_STREAM, make)
+    queries = _fill(np.empty((nq, dim), np.float32), seed, _QUERY_STREAM, make)
+    return base, queries

@@ -1,0 +1,177 @@
+"""Verified downloads: resume into a .part file (HTTP Range), rich progress, size + sha256, atomic rename."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+CHUNK = 1 << 20
+TIMEOUT_S = 60.0
+
+
+class DownloadError(OSError):
+    """A download that failed or did not verify; the message says which URL, what happened, what to do."""
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _open(url: str, offset: int, timeout: float):
+    request = urllib.request.Request(url, headers={"User-Agent": "vdbbench"})
+    if offset and url.startswith(("http://", "https://")):
+        request.add_header("Range", f"bytes={offset}-")
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
+def _total_from(response, offset: int) -> tuple[int | None, bool]:
+    """(total size if known, whether the server honoured our Range request)."""
+    status = getattr(response, "status", None)
+    if status == 206:
+        content_range = response.headers.get("Content-Range", "")  # "bytes START-END/TOTAL"
+        try:
+            span, total = content_range.split(" ", 1)[1].split("/")
+            start = int(span.split("-")[0])
+        except (IndexError, ValueError):
+            raise DownloadError(f"server sent a malformed Content-Range {content_range!r}") from None
+        if start != offset:
+            raise DownloadError(f"server resumed at byte {start}, but {offset} bytes are on disk")
+        return (int(total) if total != "*" else None), True
+    length = response.headers.get("Content-Length") if hasattr(response, "headers") else None
+    return (int(length) if length else None), False
+
+
+def download(
+    url: str,
+    dest: str | os.PathLike,
+    *,
+    size: int | None = None,
+    sha256: str | None = None,
+    retries: int = 5,
+    timeout: float = TIMEOUT_S,
+    progress: bool = True,
+) -> Path:
+    """Fetch ``url`` to ``dest``: resumable, verified, atomic. Returns ``dest``.
+
+    Bytes go to ``dest + ".part"``; a dropped connection is resumed from where it stopped (HTTP
+    Range; a server that ignores Range restarts the file), up to ``retries`` times, and a
+    ``.part`` left by an earlier interrupted run is resumed too. When the bytes are complete,
+    their size and sha256 are checked against ``size``/``sha256`` (when given) and only then is
+    the file renamed into place. A checksum or size failure deletes the .part file; a network
+    failure keeps it (so the next attempt resumes) and raises DownloadError saying so.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    total: int | None = size
+    attempt = 0
+    console_progress = _Progress(progress, dest.name)
+    try:
+        while True:
+            offset = part.stat().st_size if part.exists() else 0
+            if total is not None and offset > total:
+                part.unlink()  # longer than the file can be: not ours to resume
+                offset = 0
+            if total is not None and offset == total:
+                break
+            try:
+                with _open(url, offset, timeout) as response:
+                    reported, resumed = _total_from(response, offset)
+                    if not resumed and offset:
+                        offset = 0  # server ignored Range: start again from the first byte
+                    if reported is not None:
+                        if size is not None and reported != size:
+                            raise DownloadError(
+                                f"{url}: server reports {reported} bytes, but {size} are expected; "
+                                f"the source changed or is not the published file"
+                            )
+                        total = reported
+                    console_progress.update(total, offset)
+                    with open(part, "ab" if offset else "wb") as out:
+                        while block := response.read(CHUNK):
+                            out.write(block)
+                            offset += len(block)
+                            console_progress.update(total, offset)
+                if total is None or offset >= total:
+                    break
+                raise http.client.IncompleteRead(b"", total - offset)
+            except (urllib.error.HTTPError,) as exc:
+                if exc.code == 416 and part.exists():  # range not satisfiable: stale .part
+                    part.unlink()
+                    attempt += 1
+                    if attempt <= retries:
+                        continue
+                raise DownloadError(
+                    f"download of {url} failed: HTTP {exc.code} {exc.reason}. "
+                    f"Check the URL, or place the file at {dest} yourself."
+                ) from exc
+            except (urllib.error.URLError, http.client.HTTPException, ConnectionError, socket.timeout, TimeoutError, OSError) as exc:
+                if isinstance(exc, DownloadError):
+                    raise
+                attempt += 1
+                have = part.stat().st_size if part.exists() else 0
+                if attempt > retries:
+                    reason = getattr(exc, "reason", None) or exc
+                    raise DownloadError(
+                        f"download of {url} failed after {retries} retries: {reason}. "
+                        f"{have} bytes are kept in {part}; run the same command again to resume "
+                        f"(when offline, copy the file to {dest} yourself)."
+                    ) from exc
+                time.sleep(min(0.2 * 2**attempt, 5.0))
+    finally:
+        console_progress.close()
+    got = part.stat().st_size
+    if size is not None and got != size:
+        part.unlink()
+        raise DownloadError(f"{url}: downloaded {got} bytes, expected {size}; the partial file was removed")
+    if total is not None and got != total:
+        part.unlink()
+        raise DownloadError(f"{url}: downloaded {got} bytes, server announced {total}; the partial file was removed")
+    if sha256:
+        digest = sha256_file(part)
+        if digest != sha256.lower():
+            part.unlink()
+            raise DownloadError(
+                f"{url}: sha256 mismatch: got {digest}, expected {sha256}. The file was removed; "
+                f"the source may be damaged or changed (try another source, or check the registry entry)."
+            )
+    os.replace(part, dest)
+    return dest
+
+
+class _Progress:
+    """A rich download bar on stderr (silent when disabled)."""
+
+    def __init__(self, enabled: bool, label: str):
+        self.enabled, self.label, self._bar, self._task = enabled, label, None, None
+
+    def update(self, total: int | None, done: int) -> None:
+        if not self.enabled:
+            return
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+            self._bar = Progress(
+                TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                TimeRemainingColumn(), console=Console(stderr=True), transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=total)
+        self._bar.update(self._task, total=total, completed=done)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+

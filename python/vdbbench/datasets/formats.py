@@ -1,0 +1,184 @@
+"""Readers and writers for ann-benchmarks HDF5 and TEXMEX fvecs/ivecs/bvecs files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from vdbbench.datasets.base import Dataset, DatasetError, validate
+
+# ann-benchmarks' `distance` attribute <-> our metric names.
+ANN_TO_METRIC = {"euclidean": "l2", "angular": "cosine", "dot": "ip", "ip": "ip", "cosine": "cosine", "l2": "l2"}
+METRIC_TO_ANN = {"l2": "euclidean", "cosine": "angular", "ip": "dot"}
+
+# TEXMEX: every record is a little-endian int32 dimension followed by `dim` components.
+_VECS = {".fvecs": np.dtype("<f4"), ".ivecs": np.dtype("<i4"), ".bvecs": np.dtype("u1")}
+
+
+def _vecs_dtype(path: Path) -> np.dtype:
+    try:
+        return _VECS[path.suffix.lower()]
+    except KeyError:
+        raise DatasetError(f"{path}: not a TEXMEX file (expected .fvecs, .ivecs or .bvecs)") from None
+
+
+def read_vecs(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
+    """Read a .fvecs/.ivecs/.bvecs file as an (n, dim) array, memory-mapped by default.
+
+    The file length must be a multiple of the record size and every record must carry the same
+    dimension; otherwise DatasetError names the file and the first bad record.
+    """
+    path = Path(path)
+    dtype = _vecs_dtype(path)
+    size = path.stat().st_size
+    if size < 4:
+        raise DatasetError(f"{path}: {size} bytes, too short for a TEXMEX record (4-byte dimension header)")
+    with open(path, "rb") as f:
+        dim = int(np.frombuffer(f.read(4), dtype="<i4")[0])
+    if dim <= 0 or dim > 1 << 20:
+        raise DatasetError(f"{path}: first record declares dimension {dim}; expected 1..{1 << 20} (not a TEXMEX file?)")
+    record = 4 + dim * dtype.itemsize
+    if size % record:
+        raise DatasetError(
+            f"{path}: length {size} bytes is not a multiple of the record size {record} "
+            f"(4 + {dim} x {dtype.itemsize}): the file is truncated or not {path.suffix}"
+        )
+    n = size // record
+    rec_dtype = np.dtype([("dim", "<i4"), ("vec", dtype, (dim,))])
+    if mmap:
+        recs = np.memmap(path, dtype=rec_dtype, mode="r", shape=(n,))
+    else:
+        recs = np.fromfile(path, dtype=rec_dtype, count=n)
+    dims = recs["dim"]
+    bad = np.flatnonzero(dims != dim)
+    if bad.size:
+        raise DatasetError(
+            f"{path}: record {bad[0]} declares dimension {dims[bad[0]]}, but record 0 declares {dim}; "
+            f"all records must have the same dimension"
+        )
+    return recs["vec"]
+
+
+def write_vecs(path: str | os.PathLike, array: np.ndarray) -> Path:
+    """Write an (n, dim) array as .fvecs/.ivecs/.bvecs (chosen by the suffix)."""
+    path = Path(path)
+    dtype = _vecs_dtype(path)
+    a = np.asarray(array)
+    if a.ndim != 2:
+        raise DatasetError(f"{path}: can only write a 2-d array (n, dim), got shape {a.shape}")
+    if dtype.kind in "iu" and a.size and not np.array_equal(a, np.rint(a)):
+        raise DatasetError(f"{path}: {path.suffix} holds integers, but the array has fractional values")
+    if dtype == np.uint8 and a.size and (a.min() < 0 or a.max() > 255):
+        raise DatasetError(f"{path}: .bvecs holds bytes 0..255, got values {a.min()}..{a.max()}")
+    recs = np.empty(a.shape[0], dtype=[("dim", "<i4"), ("vec", dtype, (a.shape[1],))])
+    recs["dim"] = a.shape[1]
+    recs["vec"] = a
+    tmp = path.with_name(path.name + ".tmp")
+    recs.tofile(tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def to_float32(a: np.ndarray, block_rows: int = 1 << 16) -> np.ndarray:
+    """C-contiguous float32 copy of a (possibly memory-mapped, strided) array, converted in blocks."""
+    out = np.empty(a.shape, dtype=np.float32)
+    for start in range(0, a.shape[0], block_rows):
+        out[start : start + block_rows] = a[start : start + block_rows]
+    return out
+
+
+def read_ann_hdf5(path: str | os.PathLike, name: str | None = None, k: int = 10) -> Dataset:
+    """Load an ann-benchmarks HDF5 file (`train`, `test`, optional `neighbors`/`distances`)."""
+    import h5py
+
+    path = Path(path)
+    if not h5py.is_hdf5(path):
+        raise DatasetError(f"{path}: not an HDF5 file (expected the ann-benchmarks layout: train, test, neighbors, distances)")
+    try:
+        with h5py.File(path, "r") as f:
+            missing = [key for key in ("train", "test") if key not in f]
+            if missing:
+                raise DatasetError(
+                    f"{path}: missing dataset(s) {', '.join(missing)}; an ann-benchmarks file has "
+                    f"train, test, neighbors, distances (found: {', '.join(sorted(f.keys())) or 'nothing'})"
+                )
+            distance = f.attrs.get("distance", "euclidean")
+            if isinstance(distance, bytes):
+                distance = distance.decode()
+            metric = ANN_TO_METRIC.get(str(distance).lower())
+            if metric is None:
+                raise DatasetError(
+                    f"{path}: attribute distance={distance!r} is not supported; expected "
+                    f"euclidean, angular or dot"
+                )
+            arrays = {}
+            for key in ("train", "test"):
+                ds = f[key]
+                if ds.ndim != 2:
+                    raise DatasetError(f"{path}: {key} must be 2-d (n, dim), got shape {ds.shape}")
+                if ds.dtype.kind not in "fiu":
+                    raise DatasetError(f"{path}: {key} has dtype {ds.dtype}; expected a numeric type (float32)")
+                arrays[key] = to_float32(ds[()])
+            if arrays["train"].shape[1] != arrays["test"].shape[1]:
+                raise DatasetError(
+                    f"{path}: dimension mismatch between train ({arrays['train'].shape[1]}) and "
+                    f"test ({arrays['test'].shape[1]})"
+                )
+            dim_attr = f.attrs.get("dimension")
+            if dim_attr is not None and int(dim_attr) != arrays["train"].shape[1]:
+                raise DatasetError(
+                    f"{path}: attribute dimension={int(dim_attr)} but train has {arrays['train'].shape[1]} columns"
+                )
+            neighbors = distances = None
+            if "neighbors" in f:
+                nb = f["neighbors"]
+                if nb.dtype.kind not in "iu":
+                    raise DatasetError(f"{path}: neighbors has dtype {nb.dtype}; expected integers (int32/int64)")
+                neighbors = nb[()].astype(np.int64)
+                if "distances" in f:
+                    distances = np.asarray(f["distances"][()], dtype=np.float32)
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read HDF5 file: {exc}") from exc
+    ds = Dataset(
+        name=name or path.stem,
+        train=arrays["train"],
+        test=arrays["test"],
+        metric=metric,
+        source=str(path),
+    )
+    if neighbors is not None:
+        if neighbors.ndim != 2 or neighbors.shape[1] < k:
+            raise DatasetError(
+                f"{path}: neighbors has shape {neighbors.shape}; at least {k} columns are needed for recall@{k}"
+            )
+        if distances is None:
+            # Some writers store ids only: recompute exact distances from the vectors.
+            from vdbbench.datasets.groundtruth import exact_distances
+
+            distances = exact_distances(ds.train, ds.test, neighbors, metric)
+        ds.neighbors, ds.distances = neighbors, distances
+    return validate(ds, str(path), k=k)
+
+
+def write_ann_hdf5(path: str | os.PathLike, ds: Dataset) -> Path:
+    """Write ``ds`` in the ann-benchmarks layout (atomically: a temporary file, then a rename)."""
+    import h5py
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with h5py.File(tmp, "w") as f:
+        f.attrs["distance"] = METRIC_TO_ANN[ds.metric]
+        f.attrs["dimension"] = ds.dim
+        f.attrs["point_type"] = "float"
+        f.attrs["vdbbench_name"] = ds.name
+        f.attrs["vdbbench_synthetic"] = bool(ds.synthetic)
+        f.create_dataset("train", data=ds.train)
+        f.create_dataset("test", data=ds.test)
+        if ds.neighbors is not None:
+            f.create_dataset("neighbors", data=ds.neighbors.astype(np.int32))
+            f.create_dataset("distances", data=ds.distances.astype(np.float32))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,216 @@
+"""The data set registry (registry.toml), the cache folder, checksum records and fetching by name."""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vdbbench.datasets.base import DatasetError, check_metric
+from vdbbench.datasets.download import DownloadError, download, sha256_file
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+REGISTRY_FILE = Path(__file__).with_name("registry.toml")
+FORMATS = ("ann-hdf5", "texmex-tar")
+
+
+class UnknownDataset(DatasetError, KeyError):
+    """A name that is neither registered, generated (synth-...), registered arrays, nor a file."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+def data_dir() -> Path:
+    """The cache folder: $VDBBENCH_DATA, default ~/.cache/vdbbench."""
+    env = os.environ.get("VDBBENCH_DATA")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "vdbbench"
+
+
+@dataclass
+class Source:
+    url: str
+    format: str
+    approx_size: str = ""
+    size: int | None = None
+    sha256: str | None = None
+    members: dict = field(default_factory=dict)  # texmex-tar: base / query / groundtruth
+
+    @property
+    def filename(self) -> str:
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass
+class Entry:
+    name: str
+    description: str
+    metric: str
+    dim: int
+    n: int
+    nq: int
+    sources: list[Source]
+    fallback: str | None = None
+
+    @property
+    def folder(self) -> Path:
+        return data_dir() / self.name
+
+
+def _parse(path: Path) -> dict[str, Entry]:
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise DatasetError(f"{path}: cannot read the registry: {exc}") from exc
+    entries = {}
+    for name, spec in raw.get("datasets", {}).items():
+        where = f"{path} [datasets.{name}]"
+        try:
+            sources = []
+            for s in spec["sources"]:
+                if s["format"] not in FORMATS:
+                    raise DatasetError(f"{where}: format {s['format']!r}; expected one of {', '.join(FORMATS)}")
+                members = {key: s[key] for key in ("base", "query", "groundtruth") if key in s}
+                if s["format"] == "texmex-tar" and not {"base", "query"} <= members.keys():
+                    raise DatasetError(f"{where}: a texmex-tar source needs base and query members")
+                sources.append(Source(s["url"], s["format"], s.get("approx_size", ""), s.get("size"), s.get("sha256"), members))
+            entries[name] = Entry(
+                name, spec.get("description", ""), check_metric(spec["metric"], where), int(spec["dim"]),
+                int(spec["n"]), int(spec["nq"]), sources, spec.get("fallback"),
+            )
+        except KeyError as exc:
+            raise DatasetError(f"{where}: missing field {exc.args[0]!r}") from None
+    return entries
+
+
+def registry() -> dict[str, Entry]:
+    """Registered data sets: the packaged registry.toml plus, if set, the file $VDBBENCH_REGISTRY."""
+    entries = _parse(REGISTRY_FILE)
+    extra = os.environ.get("VDBBENCH_REGISTRY")
+    if extra:
+        entries.update(_parse(Path(extra)))
+    return entries
+
+
+def entry(name: str) -> Entry:
+    entries = registry()
+    if name not in entries:
+        raise UnknownDataset(f"unknown data set {name!r}; registered: {', '.join(entries)}")
+    return entries[name]
+
+
+# --- checksum records: size and sha256 remembered at first download, checked afterwards ---
+
+def _records_path(folder: Path) -> Path:
+    return folder / "CHECKSUMS.json"
+
+
+def _read_records(folder: Path) -> dict:
+    path = _records_path(folder)
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"{path}: damaged checksum record ({exc}); delete it to record anew") from exc
+
+
+def _write_records(folder: Path, records: dict) -> None:
+    path = _records_path(folder)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(records, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def expected_checksum(entry_: Entry, source: Source) -> tuple[int | None, str | None, str]:
+    """(size, sha256, where it comes from) for a source: the registry's, else the first-download record."""
+    if source.sha256:
+        return source.size, source.sha256, "published"
+    rec = _read_records(entry_.folder).get(source.filename)
+    if rec:
+        return rec["size"], rec["sha256"], "recorded at first download"
+    return source.size, None, "none yet"
+
+
+def verify_cached(entry_: Entry, source: Source) -> str:
+    """Check a cached download against its published or recorded hash; returns the sha256.
+
+    Hashing a multi-GB file on every load is slow, so a successful check is remembered with the
+    file's size and mtime and repeated only when either changes.
+    """
+    path = entry_.folder / source.filename
+    size, sha, origin = expected_checksum(entry_, source)
+    stat = path.stat()
+    records = _read_records(entry_.folder)
+    rec = records.get(source.filename, {})
+    if rec.get("verified_size") == stat.st_size and rec.get("verified_mtime_ns") == stat.st_mtime_ns and rec.get("sha256") == sha and sha:
+        return sha
+    if size is not None and stat.st_size != size:
+        raise DatasetError(f"{path}: {stat.st_size} bytes, expected {size} ({origin}); delete it and fetch again")
+    digest = sha256_file(path)
+    if sha and digest != sha:
+        raise DatasetError(f"{path}: sha256 {digest} differs from {sha} ({origin}); delete it and fetch again")
+    rec.update({"size": stat.st_size, "sha256": digest, "url": source.url,
+                "verified_size": stat.st_size, "verified_mtime_ns": stat.st_mtime_ns})
+    rec.setdefault("recorded", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    records[source.filename] = rec
+    _write_records(entry_.folder, records)
+    return digest
+
+
+def cached_source(entry_: Entry) -> Source | None:
+    """The first source whose file is already in the cache."""
+    for source in entry_.sources:
+        if (entry_.folder / source.filename).exists():
+            return source
+    return None
+
+
+def fetch(name: str, progress: bool = True) -> tuple[Entry, Source]:
+    """Make sure a registered data set's file is in the cache, verified; download if needed.
+
+    Sources are tried in order; when all fail, DownloadError lists each URL and its error.
+    """
+    entry_ = entry(name)
+    source = cached_source(entry_)
+    if source is not None:
+        verify_cached(entry_, source)
+        return entry_, source
+    errors = []
+    for source in entry_.sources:
+        size, sha, _origin = expected_checksum(entry_, source)
+        dest = entry_.folder / source.filename
+        try:
+            download(source.url, dest, size=size, sha256=sha, progress=progress)
+        except DownloadError as exc:
+            errors.append(f"  {source.url}: {exc}")
+            continue
+        verify_cached(entry_, source)  # records size and sha256 when none was known
+        return entry_, source
+    raise DownloadError(
+        f"could not download {name!r} from any of its {len(entry_.sources)} source(s):\n" + "\n".join(errors)
+        + f"\nPlace a copy of one of these files in {entry_.folder} to use it offline."
+    )
+
+
+def extract_members(entry_: Entry, source: Source) -> dict[str, Path]:
+    """Extract a texmex-tar source's base/query/groundtruth members (safely) next to the tarball."""
+    folder = entry_.folder
+    out = {role: folder / member for role, member in source.members.items()}
+    if all(p.exists() for p in out.values()):
+        return out
+    tar_path = folder / source.filename
+    try:
+        with tarfile.open(tar_path) as tar:
+            wanted = [tar.getmember(m) for m in source.members.values()]
+            tar.extractall(folder, members=wanted, filter="data")
+    except (tarfile.TarError, KeyError, OSError) as exc:
+        raise DatasetError(f"{tar_path}: cannot extract {', '.join(source.members.values())}: {exc}") from exc
+    return out
