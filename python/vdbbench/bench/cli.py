@@ -161,8 +161,8 @@ def _load_dataset(name: str, queries: int | None, console):
     from vdbbench.bench import data
 
     try:
-        with console.status(f"loading dataset {name} (ground truth included)"):
-            ds = data.resolve(name)
+        console.print(f"loading dataset {name} (with exact ground truth)")
+        ds = data.resolve(name)  # the loader shows its own progress for long downloads / ground truth
     except KeyError as exc:
         msg = exc.args[0] if exc.args else name
         if "valid" not in str(msg):

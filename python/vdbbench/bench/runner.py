@@ -107,7 +107,7 @@ def sweep_points(adapter: Adapter, evaluate, config: RunConfig, reporter) -> lis
     points: list[dict] = []
     for combo in space.combos():
         def recall_of(v, combo=combo):
-            params = {**combo, space.primary: v}
+            params = {space.primary: v, **combo}
             reporter.phase(adapter.name, "sweeping " + _fmt(params))
             return evaluate(params)["recall10"]
 
@@ -117,7 +117,7 @@ def sweep_points(adapter: Adapter, evaluate, config: RunConfig, reporter) -> lis
                 recall_of(v)
         else:
             values = adaptive_values(recall_of, space.start, space.stop, config.target, config.max_bisect)
-        points += [{**combo, space.primary: v} for v in values]
+        points += [{space.primary: v, **combo} for v in values]
     return points
 
 
