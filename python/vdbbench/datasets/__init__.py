@@ -4,7 +4,7 @@ from vdbbench.datasets.base import Dataset, DatasetError, content_hash
 from vdbbench.datasets.download import DownloadError
 from vdbbench.datasets.groundtruth import compute_groundtruth
 from vdbbench.datasets.loader import default_nq, load_dataset, register_arrays
-from vdbbench.datasets.registry import UnknownDataset, data_dir, registry
+from vdbbench.datasets.registry import UnknownDataset, data_dir
 from vdbbench.datasets.synth import synth_float, synth_sift
 
 __all__ = [
@@ -18,7 +18,6 @@ __all__ = [
     "default_nq",
     "load_dataset",
     "register_arrays",
-    "registry",
     "synth_float",
     "synth_sift",
 ]

@@ -1,7 +1,160 @@
-"""`vdbbench` subcommands of the datasets area."""
+"""`vdbbench datasets list | fetch NAME | info NAME_OR_PATH | generate NAME [--out PATH]`."""
 
 from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vdbbench.cli import UsageError
 
 
 def register(subparsers) -> None:
     """Add this area's subcommands to the `vdbbench` parser."""
+    p = subparsers.add_parser(
+        "datasets",
+        help="list, fetch, inspect and generate data sets",
+        description="Registered data sets are downloaded (resumable, size + sha256 verified) into "
+        "$VDBBENCH_DATA (default ~/.cache/vdbbench); generated sets are synth-sift-<n> and "
+        "synth-float-<n> (n like 20k, 100k, 1m).",
+    )
+    sub = p.add_subparsers(dest="datasets_command", metavar="ACTION")
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    ls = sub.add_parser("list", help="registered and generated data sets, and what is cached")
+    ls.set_defaults(func=_list)
+
+    fetch = sub.add_parser("fetch", help="download and verify a registered data set")
+    fetch.add_argument("name")
+    fetch.add_argument("--no-groundtruth", action="store_true", help="skip checking/computing ground truth")
+    fetch.set_defaults(func=_fetch)
+
+    info = sub.add_parser("info", help="shape, metric, identity and ground-truth status of a data set")
+    info.add_argument("name", metavar="NAME_OR_PATH")
+    info.add_argument("--no-download", action="store_true", help="only use what is cached")
+    info.set_defaults(func=_info)
+
+    gen = sub.add_parser("generate", help="generate (and cache) a synth-sift-<n> / synth-float-<n> set")
+    gen.add_argument("name", help="e.g. synth-sift-100k, synth-float-1m")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--nq", type=int, help="queries (default 10000 for n >= 1m, else 1000)")
+    gen.add_argument("--out", type=Path, help="also write it, with ground truth, as an ann-benchmarks HDF5 file")
+    gen.set_defaults(func=_generate)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def _usage_for(exc) -> UsageError:
+    return UsageError(str(exc))
+
+
+def _list(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from vdbbench.datasets import registry as reg
+
+    table = Table(title=f"data sets (cache: {reg.data_dir()})")
+    for col in ("name", "metric", "dim", "n", "nq", "source(s)", "cached"):
+        table.add_column(col, justify="right" if col in ("dim", "n", "nq") else "left")
+    for name, e in reg.registry().items():
+        cached = reg.cached_source(e)
+        srcs = "\n".join(f"{s.format} {s.approx_size}" for s in e.sources)
+        fallback = f"\n(offline: {e.fallback})" if e.fallback else ""
+        table.add_row(name, e.metric, str(e.dim), f"{e.n:,}", f"{e.nq:,}", srcs + fallback,
+                      cached.filename if cached else "-")
+    gen_dir = reg.data_dir() / "synth"
+    for pattern, metric, dim in (("synth-sift-<n>", "l2", "128"), ("synth-float-<n>", "l2", "64")):
+        table.add_row(pattern, metric, dim, "20k, 100k, 1m...", "1k; 10k at >= 1m", "generated", "")
+    if gen_dir.exists():
+        for f in sorted(gen_dir.glob("synth-*.hdf5")):
+            table.add_row(f.name.split("-nq")[0], "l2", "", "", "", "generated", f.name)
+    _console().print(table)
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from vdbbench.datasets import registry as reg
+    from vdbbench.datasets.download import DownloadError
+
+    try:
+        e, source = reg.fetch(args.name)
+    except reg.UnknownDataset as exc:
+        raise _usage_for(exc) from None
+    except DownloadError as exc:
+        _console().print(f"[bold red]fetch failed[/]: {exc}", highlight=False)
+        return 1
+    size, sha, origin = reg.expected_checksum(e, source)
+    _console().print(f"{args.name}: {e.folder / source.filename} ({size:,} bytes, sha256 {sha}, {origin})")
+    if not args.no_groundtruth:
+        from vdbbench.datasets import load_dataset
+
+        ds = load_dataset(args.name, allow_download=False, offline_fallback=False)
+        _console().print(f"ground truth: {ds.extra.get('groundtruth')}")
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from vdbbench.datasets import DatasetError, DownloadError
+    from vdbbench.datasets.groundtruth import groundtruth_path
+    from vdbbench.datasets.loader import resolve
+
+    try:
+        ds, gt_folder = resolve(args.name, allow_download=not args.no_download)
+    except DownloadError as exc:
+        _console().print(f"[bold red]not available[/]: {exc}", highlight=False)
+        return 1
+    except DatasetError as exc:
+        raise _usage_for(exc) from None
+    if ds.has_groundtruth:
+        gt = f"in the data file: top-{ds.neighbors.shape[1]}"
+    else:
+        path = groundtruth_path(ds, gt_folder)
+        gt = f"cached: {path}" if path.exists() else f"not computed yet (will be cached at {path})"
+    table = Table(title=f"{ds.name}", show_header=False)
+    rows = [("n", f"{ds.n:,}"), ("dim", str(ds.dim)), ("nq", f"{ds.nq:,}"), ("metric", ds.metric),
+            ("synthetic", "yes" if ds.synthetic else "no"), ("sha256", ds.sha256),
+            ("source", ds.source), ("cached at", str(ds.extra.get("cached") or ds.extra.get("file") or ds.source)),
+            ("ground truth", gt)]
+    if "requested" in ds.extra:
+        rows.append(("fallback for", f"{ds.extra['requested']}: {ds.extra['fallback_reason']}"))
+    for key, value in rows:
+        table.add_row(key, value)
+    _console().print(table)
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from vdbbench.datasets import DatasetError
+    from vdbbench.datasets.formats import write_ann_hdf5
+    from vdbbench.datasets.groundtruth import ensure_groundtruth
+    from vdbbench.datasets.loader import generate, parse_synth_name
+    from vdbbench.datasets.registry import data_dir
+
+    if args.nq is not None and args.nq < 1:
+        raise UsageError(f"--nq expects an integer >= 1, got {args.nq}")
+    if args.seed < 0:
+        raise UsageError(f"--seed expects an integer >= 0, got {args.seed}")
+    try:
+        if not parse_synth_name(args.name):
+            raise UsageError(f"{args.name!r} is not a generated name; expected synth-sift-<n> or synth-float-<n> "
+                             "(e.g. synth-sift-20k, synth-sift-1m, synth-float-100k)")
+        ds = generate(args.name, seed=args.seed, nq=args.nq)
+    except DatasetError as exc:
+        raise _usage_for(exc) from None
+    ensure_groundtruth(ds, data_dir() / "synth")
+    _console().print(f"{ds.name}: n={ds.n:,} dim={ds.dim} nq={ds.nq:,} sha256 {ds.sha256}\n"
+                     f"cached: {ds.extra['cached']}\nground truth: {ds.extra['groundtruth']}", highlight=False)
+    if args.out:
+        if args.out.is_dir():
+            raise UsageError(f"--out {args.out} is a directory; give a file name such as {ds.name}.hdf5")
+        try:
+            write_ann_hdf5(args.out, ds)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.out}: {exc}") from None
+        _console().print(f"wrote {args.out} (ann-benchmarks layout, with neighbors and distances)")
+    return 0

@@ -131,6 +131,7 @@ def read_ann_hdf5(path: str | os.PathLike, name: str | None = None, k: int = 10)
                 raise DatasetError(
                     f"{path}: attribute dimension={int(dim_attr)} but train has {arrays['train'].shape[1]} columns"
                 )
+            synthetic = bool(f.attrs.get("vdbbench_synthetic", False))  # written by write_ann_hdf5
             neighbors = distances = None
             if "neighbors" in f:
                 nb = f["neighbors"]
@@ -146,6 +147,7 @@ def read_ann_hdf5(path: str | os.PathLike, name: str | None = None, k: int = 10)
         train=arrays["train"],
         test=arrays["test"],
         metric=metric,
+        synthetic=synthetic,
         source=str(path),
     )
     if neighbors is not None:
