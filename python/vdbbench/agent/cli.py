@@ -83,27 +83,13 @@ def _prices(args):
         raise UsageError(f"--prices {args.prices}: {exc}") from None
 
 
-def _printer(quiet: bool):
-    """A line per decision (and per stop) on stderr; S's live view replaces it when present."""
-    try:
-        from vdbbench.agent import live
-    except ImportError:
-        live = None
-    if live is not None and hasattr(live, "make_view"):
-        return live.make_view(quiet=quiet)
+def _view(quiet: bool, budgets, past_events=()):
+    """S's live view (rich panel, or one plain line per decision with --quiet), fed every event."""
+    from vdbbench.agent.live import LiveView
 
-    def show(event: dict) -> None:
-        kind = event["type"]
-        if kind == "decision":
-            q = event.get("qps")
-            best = event.get("best_qps_after")
-            print(f"[it {event['iteration']:>4}] {event['outcome']:<18} qps {q if q is None else round(q):>8} "
-                  f"best {best if best is None else round(best):>8}  {str(event.get('message') or '')[:60]}",
-                  file=sys.stderr, flush=True)
-        elif kind in ("budget_stop", "session_end", "compaction", "review"):
-            extra = event.get("which") or event.get("reason") or ""
-            print(f"[{kind}] {extra}", file=sys.stderr, flush=True)
-    return show
+    view = LiveView(quiet=quiet or not sys.stdout.isatty(), budgets=budgets)
+    view.prime(past_events)
+    return view
 
 
 def _run_dir(args) -> Path:
@@ -134,14 +120,21 @@ def cmd_run(args) -> int:
     except TaskError as exc:
         raise UsageError(str(exc)) from None
     model = _model(args.model, args.base_url, args)
+    from vdbbench.agent.budget import Budgets
+
     try:
-        session = Session.create(card, model, Path(args.runs_dir), args.run_id, _overrides(args), _prices(args),
-                                 on_event=_printer(args.quiet))
-    except (SessionError, WorkspaceError, ValueError) as exc:
-        print(f"vdbbench agent run: {exc}", file=sys.stderr)
-        return 1
-    print(f"session {session.run_dir}", file=sys.stderr, flush=True)
-    return _finish(session)
+        budgets = Budgets.merged(card.budgets, _overrides(args))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    with _view(args.quiet, budgets) as view:
+        try:
+            session = Session.create(card, model, Path(args.runs_dir), args.run_id, _overrides(args), _prices(args),
+                                     on_event=view.feed)
+        except (SessionError, WorkspaceError, ValueError) as exc:
+            print(f"vdbbench agent run: {exc}", file=sys.stderr)
+            return 1
+        print(f"session {session.run_dir}", file=sys.stderr, flush=True)
+        return _finish(session)
 
 
 def cmd_resume(args) -> int:
@@ -152,12 +145,16 @@ def cmd_resume(args) -> int:
     run_dir = _run_dir(args)
     meta = json.loads((run_dir / "session.json").read_text())
     model = _model(args.model or meta["model"], args.base_url or meta.get("base_url"), args)
-    try:
-        session = Session.resume(run_dir, model, _overrides(args), _prices(args), on_event=_printer(args.quiet))
-    except (SessionError, ValueError) as exc:
-        print(f"vdbbench agent resume: {exc}", file=sys.stderr)
-        return 1
-    return _finish(session)
+    from vdbbench.agent.journal import read_events
+
+    with _view(args.quiet, None, read_events(run_dir / "journal.jsonl")) as view:
+        try:
+            session = Session.resume(run_dir, model, _overrides(args), _prices(args), on_event=view.feed)
+        except (SessionError, ValueError) as exc:
+            print(f"vdbbench agent resume: {exc}", file=sys.stderr)
+            return 1
+        view.budgets = session.budgets
+        return _finish(session)
 
 
 def cmd_export(args) -> int:
