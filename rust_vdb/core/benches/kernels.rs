@@ -1,11 +1,13 @@
 //! Micro-benchmarks of every kernel x SIMD table at dim 128, plus a memory-bandwidth probe.
 //!
 //! A small hand-rolled harness (`harness = false`, no dev-dependencies: criterion would add
-//! dozens of crates to every `cargo test` in CI). Each case runs for a fixed time budget in
-//! several samples; the best sample is reported (the least disturbed by the other processes
-//! sharing the machine), with the median beside it.
+//! dozens of crates to every `cargo test` in CI). Each case runs in many short samples (40 of
+//! 3 ms by default: shorter than a scheduler slice, so on a shared machine some samples run
+//! undisturbed); the best sample is reported, with the median beside it.
 //!
-//! Usage: `cargo bench -p vdb-core --bench kernels [-- FILTER...] [--quick] [--dim N]`
+//! Usage: `cargo bench -p vdb-core --bench kernels -- [FILTER...] [--quick] [--dim N]
+//! [--samples N] [--sample-ms MS]`. On a busy machine prefer many short samples (e.g.
+//! `--samples 60 --sample-ms 2`): the best of them is the one no other process interrupted.
 //! Names read like "l2_u8_batch(avx512+vnni)". ns/vec is per scored row; GB/s counts the row
 //! bytes read (the query stays in cache); "x scalar" is the speed-up over the scalar twin
 //! measured in the same run.
@@ -29,8 +31,8 @@ fn opts() -> Opts {
     let mut o = Opts {
         filters: vec![],
         dim: 128,
-        sample: Duration::from_millis(20),
-        samples: 15,
+        sample: Duration::from_millis(3),
+        samples: 40,
         bandwidth_mib: 512,
     };
     let mut args = std::env::args().skip(1);
@@ -38,9 +40,24 @@ fn opts() -> Opts {
         match a.as_str() {
             "--bench" => {}
             "--quick" => {
-                o.sample = Duration::from_millis(10);
-                o.samples = 3;
+                o.sample = Duration::from_millis(2);
+                o.samples = 10;
                 o.bandwidth_mib = 128;
+            }
+            "--samples" => {
+                o.samples = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&n| n > 0)
+                    .expect("--samples needs a positive integer");
+            }
+            "--sample-ms" => {
+                let ms: u64 = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&n| n > 0)
+                    .expect("--sample-ms needs a positive integer");
+                o.sample = Duration::from_millis(ms);
             }
             "--dim" => {
                 o.dim = args

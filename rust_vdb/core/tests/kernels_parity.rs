@@ -5,8 +5,8 @@ use half::f16;
 use vdb_core::kernels::{self, available_tables, Kernels, SimdLevel, SCALAR};
 
 const DIMS: [usize; 12] = [1, 7, 15, 16, 17, 31, 64, 65, 127, 128, 129, 300];
-/// Row counts for the batch kernels: empty, below, at and past the 4-row blocking.
-const NROWS: [usize; 7] = [0, 1, 3, 4, 5, 8, 11];
+/// Row counts for the batch kernels: empty, below, at and past the 4- and 16-row blockings.
+const NROWS: [usize; 10] = [0, 1, 3, 4, 5, 8, 11, 16, 21, 37];
 
 /// splitmix64: a seeded generator, so a failure reproduces.
 struct Rng(u64);
