@@ -1,0 +1,244 @@
+"""Verified downloads against loopback HTTP servers: resume after a dropped connection, checksum
+failures, offline sources, registry fetches (HDF5 and TEXMEX tarball) and the loud fallback."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import socket
+import tarfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vdbbench.datasets import DownloadError, load_dataset
+from vdbbench.datasets import registry as reg
+from vdbbench.datasets.download import download
+from vdbbench.datasets.formats import write_ann_hdf5, write_vecs
+from vdbbench.datasets.base import Dataset
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Serves server.files; honours `Range: bytes=N-`; can drop the first full response halfway
+    (server.drop_first) or serve other bytes than asked for (server.corrupt)."""
+
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+    def do_GET(self):
+        srv = self.server
+        srv.requests.append((self.path, self.headers.get("Range")))
+        data = srv.files.get(self.path)
+        if data is None:
+            self.send_error(404, "no such file")
+            return
+        if srv.corrupt:
+            data = bytes(b ^ 0x5A for b in data)
+        start = 0
+        rng = self.headers.get("Range")
+        if rng and srv.ranges:
+            start = int(rng.split("=")[1].split("-")[0])
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        else:
+            self.send_response(200)
+        body = data[start:]
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if srv.drops_left > 0:
+            srv.drops_left -= 1
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)  # the connection dies mid-file
+            self.close_connection = True
+            return
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def http_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.files, server.requests = {}, []
+    server.drops_left, server.corrupt, server.ranges = 0, False, True
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/gone.hdf5"  # nothing listens there any more
+
+
+def test_dropped_connection_resumes_with_range_and_verifies(tmp_path, http_server):
+    payload = np.random.default_rng(0).bytes(3_000_000)
+    http_server.files["/big.bin"] = payload
+    http_server.drops_left = 2
+    dest = download(f"{http_server.url}/big.bin", tmp_path / "big.bin",
+                    sha256=hashlib.sha256(payload).hexdigest(), progress=False)
+    assert dest.read_bytes() == payload
+    assert not (tmp_path / "big.bin.part").exists()
+    ranges = [r for _, r in http_server.requests]
+    assert ranges[0] is None and ranges[1] == "bytes=1500000-"  # resumed, not restarted
+    assert len(http_server.requests) == 3
+
+
+def test_server_without_range_support_restarts_cleanly(tmp_path, http_server):
+    payload = np.random.default_rng(1).bytes(200_000)
+    http_server.files["/f.bin"] = payload
+    http_server.drops_left, http_server.ranges = 1, False
+    dest = download(f"{http_server.url}/f.bin", tmp_path / "f.bin",
+                    sha256=hashlib.sha256(payload).hexdigest(), progress=False)
+    assert dest.read_bytes() == payload
+
+
+def test_part_file_from_an_earlier_run_is_resumed(tmp_path, http_server):
+    payload = np.random.default_rng(2).bytes(100_000)
+    http_server.files["/p.bin"] = payload
+    (tmp_path / "p.bin.part").write_bytes(payload[:40_000])
+    download(f"{http_server.url}/p.bin", tmp_path / "p.bin", size=len(payload), progress=False)
+    assert (tmp_path / "p.bin").read_bytes() == payload
+    assert http_server.requests == [("/p.bin", "bytes=40000-")]
+
+
+def test_wrong_checksum_is_refused_and_leaves_no_file(tmp_path, http_server):
+    payload = b"the real bytes" * 1000
+    http_server.files["/c.bin"] = payload
+    http_server.corrupt = True
+    with pytest.raises(DownloadError, match=r"c\.bin: sha256 mismatch.*removed") as err:
+        download(f"{http_server.url}/c.bin", tmp_path / "c.bin", sha256=hashlib.sha256(payload).hexdigest(), progress=False)
+    assert http_server.url in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_wrong_size_is_refused(tmp_path, http_server):
+    http_server.files["/s.bin"] = b"x" * 1000
+    with pytest.raises(DownloadError, match="server reports 1000 bytes, but 999 are expected"):
+        download(f"{http_server.url}/s.bin", tmp_path / "s.bin", size=999, progress=False)
+    assert not (tmp_path / "s.bin").exists()
+
+
+def test_http_error_and_offline_say_which_url_and_what_to_do(tmp_path, http_server):
+    with pytest.raises(DownloadError, match=r"missing\.bin failed: HTTP 404"):
+        download(f"{http_server.url}/missing.bin", tmp_path / "missing.bin", progress=False)
+    url = _closed_port_url()
+    with pytest.raises(DownloadError, match="gone.hdf5 failed after 1 retries.*run the same command again to resume"):
+        download(url, tmp_path / "gone.hdf5", retries=1, progress=False)
+    assert not (tmp_path / "gone.hdf5").exists() and not (tmp_path / "missing.bin").exists()
+
+
+def _tiny_hdf5_bytes(tmp_path: Path) -> bytes:
+    rng = np.random.default_rng(3)
+    ds = Dataset("tiny", rng.random((300, 16)).astype(np.float32), rng.random((12, 16)).astype(np.float32), "l2")
+    return write_ann_hdf5(tmp_path / "src.hdf5", ds).read_bytes()
+
+
+def _registry(tmp_path: Path, body: str, monkeypatch) -> None:
+    path = tmp_path / "extra-registry.toml"
+    path.write_text(body)
+    monkeypatch.setenv("VDBBENCH_REGISTRY", str(path))
+
+
+def test_registry_fetch_records_hash_then_verifies_cache(tmp_path, http_server, data_dir, monkeypatch):
+    http_server.files["/tiny-16-euclidean.hdf5"] = payload = _tiny_hdf5_bytes(tmp_path)
+    http_server.drops_left = 1
+    _registry(tmp_path, f"""
+[datasets.tiny]
+metric = "l2"
+dim = 16
+n = 300
+nq = 12
+[[datasets.tiny.sources]]
+url = "{http_server.url}/tiny-16-euclidean.hdf5"
+format = "ann-hdf5"
+""", monkeypatch)
+    ds = load_dataset("tiny")
+    assert (ds.n, ds.nq, ds.dim, ds.synthetic) == (300, 12, 16, False)
+    assert ds.sha256 == hashlib.sha256(payload).hexdigest()  # the verified file's hash
+    assert ds.neighbors.shape == (12, 100)
+    record = reg.expected_checksum(reg.entry("tiny"), reg.entry("tiny").sources[0])
+    assert record == (len(payload), ds.sha256, "recorded at first download")
+    # Damage the cached copy: the next load refuses it, naming the file.
+    cached = data_dir / "tiny" / "tiny-16-euclidean.hdf5"
+    cached.write_bytes(payload[:-1] + bytes([payload[-1] ^ 1]))
+    with pytest.raises(ValueError, match="tiny-16-euclidean.hdf5.*sha256 .* differs"):
+        load_dataset("tiny")
+
+
+def test_registry_texmex_tarball_source(tmp_path, http_server, data_dir, monkeypatch):
+    rng = np.random.default_rng(4)
+    base = (rng.random((500, 8)) * 100).astype(np.float32)
+    queries = (rng.random((6, 8)) * 100).astype(np.float32)
+    folder = tmp_path / "src" / "mini"
+    folder.mkdir(parents=True)
+    write_vecs(folder / "mini_base.fvecs", base)
+    write_vecs(folder / "mini_query.fvecs", queries)
+    d = ((queries[:, None].astype(np.float64) - base[None]) ** 2).sum(-1)
+    gt = np.argsort(d, axis=1, kind="stable")[:, :100]
+    write_vecs(folder / "mini_groundtruth.ivecs", gt.astype(np.int32))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(folder, arcname="mini")
+    http_server.files["/mini.tar.gz"] = buf.getvalue()
+    _registry(tmp_path, f"""
+[datasets.mini]
+metric = "l2"
+dim = 8
+n = 500
+nq = 6
+[[datasets.mini.sources]]
+url = "{http_server.url}/missing.hdf5"
+format = "ann-hdf5"
+[[datasets.mini.sources]]
+url = "{http_server.url}/mini.tar.gz"
+format = "texmex-tar"
+sha256 = "{hashlib.sha256(buf.getvalue()).hexdigest()}"
+base = "mini/mini_base.fvecs"
+query = "mini/mini_query.fvecs"
+groundtruth = "mini/mini_groundtruth.ivecs"
+""", monkeypatch)
+    ds = load_dataset("mini")  # the first source 404s; the tarball is the alternative
+    np.testing.assert_array_equal(ds.train, base)
+    np.testing.assert_array_equal(ds.neighbors, gt)
+    np.testing.assert_allclose(ds.distances, np.sqrt(np.take_along_axis(d, gt, axis=1)), rtol=1e-6)
+    assert ds.source.endswith("mini.tar.gz")
+
+
+def test_offline_fallback_is_loud_and_recorded(tmp_path, data_dir, monkeypatch, capsys):
+    _registry(tmp_path, f"""
+[datasets.faraway]
+metric = "l2"
+dim = 128
+n = 2000
+nq = 100
+fallback = "synth-sift-2k"
+[[datasets.faraway.sources]]
+url = "{_closed_port_url()}"
+format = "ann-hdf5"
+""", monkeypatch)
+    monkeypatch.setattr("vdbbench.datasets.download.time.sleep", lambda s: None)
+    ds = load_dataset("faraway", progress=False)
+    err = capsys.readouterr().err
+    assert "WARNING" in err and "faraway is not available" in err and "synth-sift-2k" in err
+    assert ds.synthetic and ds.name == "synth-sift-2k"
+    assert ds.extra["requested"] == "faraway" and "gone.hdf5" in ds.extra["fallback_reason"]
+    with pytest.raises(DownloadError, match="gone.hdf5"):
+        load_dataset("faraway", offline_fallback=False, progress=False)
+    assert not (data_dir / "faraway" / "gone.hdf5").exists()
+
+
+def test_sift_1m_is_registered_with_its_sources_and_fallback():
+    e = reg.registry()["sift-1m"]
+    assert (e.metric, e.dim, e.n, e.nq, e.fallback) == ("l2", 128, 1_000_000, 10_000, "synth-sift-1m")
+    assert [s.format for s in e.sources] == ["ann-hdf5", "texmex-tar"]
+    assert e.sources[0].url == "http://ann-benchmarks.com/sift-128-euclidean.hdf5"
+    for name in ("sift-10k", "gist-1m", "glove-100-angular", "deep-image-96-angular", "fashion-mnist-784-euclidean"):
+        assert name in reg.registry()
