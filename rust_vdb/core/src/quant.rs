@@ -104,7 +104,7 @@ mod tests {
 
     #[test]
     fn integer_data_of_range_255_is_lossless_for_l2() {
-        let data: Vec<f32> = (0..256 * 4).map(|i| (i % 256) as f32).collect();
+        let data: Vec<f32> = (0..256 * 4).map(|i| (i / 4) as f32).collect();
         let q = Sq8::train(&data, 4, Metric::L2);
         assert_eq!(q.l2_scale(), 1.0);
         let mut c = [0u8; 4];

@@ -89,7 +89,11 @@ pub fn to_py(e: VdbError) -> PyErr {
         VdbError::InvalidInput(m) => raise(py, |c| &c.invalid_input, m),
         VdbError::NotReady(m) => raise(py, |c| &c.not_ready, m),
         VdbError::CorruptFile(m) => raise(py, |c| &c.corrupt_file, m),
-        e @ VdbError::Io { .. } => PyOSError::new_err(e.to_string()),
+        // OSError(errno, message) builds the errno's subclass (FileNotFoundError, ...).
+        VdbError::Io { context, source } => match source.raw_os_error() {
+            Some(errno) => PyOSError::new_err((errno, format!("{context}: {source}"))),
+            None => PyOSError::new_err(format!("{context}: {source}")),
+        },
         VdbError::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
     })
 }

@@ -1,0 +1,152 @@
+"""Type stubs of the compiled engine ``vdbbench._rust_vdb`` (hand-written; keep in sync)."""
+
+from os import PathLike
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Metric = Literal["l2", "ip", "cosine"]
+Storage = Literal["f32", "f16", "u8+f16"]
+ArrayLike2D = npt.ArrayLike
+
+class VdbError(Exception):
+    """Base class of every error raised by the vdbbench engine."""
+
+class InvalidInput(VdbError, ValueError):
+    """Wrong dimension, dtype or layout, NaN/inf, k, nprobe or rerank out of range."""
+
+class NotReady(VdbError, RuntimeError):
+    """The index cannot do this yet: search or add before train."""
+
+class CorruptFile(VdbError, OSError):
+    """A truncated, foreign, unknown-version or checksum-failing index file."""
+
+def simd_level() -> str:
+    """The SIMD level searches use now: "scalar", "avx2", "avx512" or "neon"."""
+
+def available_simd_levels() -> list[str]:
+    """Every SIMD level this CPU can run, scalar first."""
+
+def set_simd_level(level: str | None) -> str:
+    """Caps the SIMD level for the whole process (None: the detected level under the
+    ``VDBBENCH_SIMD`` environment cap); returns the level now active. Raises InvalidInput for
+    an unknown name or a level this CPU lacks."""
+
+class FlatIndex:
+    """Exact (brute-force) search over float32 vectors: the reference.
+
+    Input arrays: float32 C-contiguous arrays are used in place; other real dtypes (float64,
+    float16, integers) and layouts are converted once to float32; bool, complex, object and
+    string arrays, wrong shapes and NaN/inf raise InvalidInput.
+    """
+
+    def __init__(self, dim: int, metric: Metric = "l2") -> None: ...
+    def add(self, x: ArrayLike2D) -> None:
+        """Appends vectors of shape (n, dim); they get ids ntotal..ntotal+n-1."""
+    def search(
+        self, queries: ArrayLike2D, k: int = 10, threads: int | None = None
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """(D, I) of shape (nq, k), best first: D is the squared L2 distance for "l2", the
+        similarity for "ip"/"cosine"; ties go to the smaller id. 1 <= k <= ntotal."""
+    def last_search_stats(self) -> dict[str, float | int] | None:
+        """Counts and seconds of the last search (see IvfIndex.last_search_stats)."""
+    @property
+    def ntotal(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def metric(self) -> Metric: ...
+    @property
+    def is_trained(self) -> bool:
+        """Always True: a flat index needs no training."""
+    @property
+    def bytes(self) -> int:
+        """Memory held by the stored vectors."""
+    def __len__(self) -> int: ...
+
+class IvfIndex:
+    """Inverted-file index: k-means lists, each a contiguous block of ids, u8 codes and f16
+    (or f32) vectors.
+
+    storage "f32": exact scan of the probed lists; "f16": half the bytes, scanned with the f32
+    query; "u8+f16": u8 codes scanned first (integer L2, or inner product with the offsets
+    added back), the best ``rerank`` candidates rescored with their f16 vectors, then cut to k.
+    Training with a given ``seed`` gives the same index at any thread count. Search, train and
+    add release the interpreter; concurrent searches from several threads are safe (train and
+    add wait for them); Ctrl-C raises KeyboardInterrupt. A call that raises leaves the index as
+    it was.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        nlist: int | None = None,
+        metric: Metric = "l2",
+        storage: Storage = "u8+f16",
+        seed: int = 0,
+    ) -> None:
+        """nlist None: round(4 * sqrt(n_train)), clamped to [1, n_train], chosen at train."""
+    def train(self, x: ArrayLike2D, threads: int | None = None) -> None:
+        """Seeded k-means (k-means++ init, training sets above 256 * nlist subsampled, no
+        empty lists) on (n, dim) vectors, and the u8 quantizer for "u8+f16". Needs
+        n >= nlist. Refused (InvalidInput) once vectors were added."""
+    def add(
+        self, x: ArrayLike2D, ids: npt.ArrayLike | None = None, threads: int | None = None
+    ) -> None:
+        """Adds (n, dim) vectors with ids ntotal..ntotal+n-1, or with ``ids`` (n,) integers
+        >= 0. NotReady before train."""
+    def search(
+        self,
+        queries: ArrayLike2D,
+        k: int = 10,
+        nprobe: int | None = None,
+        rerank: int | None = None,
+        threads: int | None = None,
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
+        """(D, I) float32 / int64 arrays of shape (nq, k), best first.
+
+        D: squared L2 (as faiss) for "l2", similarity for "ip"/"cosine"; ties go to the
+        smaller id; rows with fewer than k hits are padded with id -1 and D = +inf (l2) or
+        -inf (ip/cosine).
+        nprobe: lists scanned, 1..nlist (None: 32, clamped to nlist).
+        rerank: "u8+f16" only: u8 candidates rescored with f16 (None: max(64, k)); 0 returns
+        the u8 results alone (distances decoded from the codes); 0 < rerank < k is refused.
+        threads: cap on the threads used (None: all cores); one query runs on the calling
+        thread.
+        Raises InvalidInput (wrong shape/dtype, NaN/inf, k <= 0 or k > ntotal, nprobe or
+        rerank out of range, threads < 1) or NotReady (before train).
+        """
+    def last_search_stats(self) -> dict[str, float | int] | None:
+        """Per-stage figures of the last search, or None before any: ``nq``, ``threads``,
+        ``routing_s``, ``prescore_s`` (list scan: u8 codes, or f16/f32 vectors), ``rerank_s``,
+        ``topk_s`` (stage seconds are summed over threads), ``wall_s`` (elapsed),
+        ``lists_probed``, ``codes_scanned``, ``candidates_reranked``."""
+    def save(self, path: str | PathLike[str]) -> None:
+        """Writes the index (versioned format, crc32) through a temporary file renamed into
+        place, so a failed save never damages an existing file. OSError on I/O failure."""
+    @classmethod
+    def load(cls, path: str | PathLike[str]) -> IvfIndex:
+        """Reads a file written by ``save``. CorruptFile for a truncated, foreign,
+        unknown-version or checksum-failing file; nothing is half-loaded."""
+    def list_sizes(self) -> list[int]:
+        """Vectors per inverted list (empty before training)."""
+    @property
+    def ntotal(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def nlist(self) -> int | None:
+        """Lists of the trained index; before training the requested nlist (or None)."""
+    @property
+    def metric(self) -> Metric: ...
+    @property
+    def storage(self) -> Storage: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def is_trained(self) -> bool: ...
+    @property
+    def bytes(self) -> int:
+        """Memory of codes, vectors, ids, centroids and quantizer tables."""
+    def __len__(self) -> int: ...

@@ -1,0 +1,200 @@
+//! Engine behaviour tests: k-means determinism, IVF vs Flat exactness, persistence safety.
+
+use vdb_core::error::never_interrupt;
+use vdb_core::kmeans::{self, KMeansParams};
+use vdb_core::rng::Rng;
+use vdb_core::{FlatIndex, IvfIndex, Metric, Storage, VdbError};
+
+/// Clustered float data: `n` rows of `dim` around `centers` Gaussian-ish blobs.
+fn blobs(n: usize, dim: usize, centers: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let mut gauss = move || {
+        // Irwin-Hall(12) - 6: close enough to N(0, 1) for test data.
+        (0..12).map(|_| rng.next_f64()).sum::<f64>() as f32 - 6.0
+    };
+    let c: Vec<f32> = (0..centers * dim).map(|_| 4.0 * gauss()).collect();
+    let mut out = Vec::with_capacity(n * dim);
+    let mut pick = Rng::new(seed ^ 0xABCD);
+    for _ in 0..n {
+        let j = pick.below(centers);
+        for d in 0..dim {
+            out.push(c[j * dim + d] + gauss());
+        }
+    }
+    out
+}
+
+fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(f)
+}
+
+#[test]
+fn kmeans_is_identical_at_any_thread_count_and_leaves_no_empty_cluster() {
+    let dim = 16;
+    let x = blobs(3000, dim, 12, 1);
+    let mut p = KMeansParams::new(40, 7);
+    p.niter = 8;
+    let mut runs = Vec::new();
+    for t in [1usize, 2, 3] {
+        let mut p = p.clone();
+        p.threads = Some(t);
+        runs.push(in_pool(t, || kmeans::kmeans(&x, dim, &p, &never_interrupt).unwrap()));
+    }
+    assert_eq!(runs[0].centroids, runs[1].centroids);
+    assert_eq!(runs[0].centroids, runs[2].centroids);
+    assert_eq!(runs[0].objective, runs[1].objective);
+
+    // Every cluster gets points on the training set.
+    let c = &runs[0].centroids;
+    let norms = kmeans::row_norms(c, dim);
+    let n = x.len() / dim;
+    let (mut a, mut s) = (vec![0u32; n], vec![0f32; n]);
+    kmeans::assign(None, &x, c, &norms, dim, false, &mut a, &mut s).unwrap();
+    let mut counts = vec![0usize; 40];
+    a.iter().for_each(|&i| counts[i as usize] += 1);
+    assert!(counts.iter().all(|&c| c > 0), "empty cluster: {counts:?}");
+
+    // A different seed gives different centroids.
+    let mut p2 = p.clone();
+    p2.seed = 8;
+    assert_ne!(kmeans::kmeans(&x, dim, &p2, &never_interrupt).unwrap().centroids, runs[0].centroids);
+}
+
+#[test]
+fn kmeans_splits_clusters_when_data_has_fewer_modes_than_k() {
+    // 4 distinct points repeated, plus a little spread: k=16 must still give 16 used lists.
+    let dim = 4;
+    let mut rng = Rng::new(3);
+    let x: Vec<f32> = (0..800 * dim).map(|i| ((i / dim) % 4) as f32 * 10.0 + rng.next_f64() as f32).collect();
+    let mut p = KMeansParams::new(16, 0);
+    p.niter = 5;
+    let km = kmeans::kmeans(&x, dim, &p, &never_interrupt).unwrap();
+    let norms = kmeans::row_norms(&km.centroids, dim);
+    let (mut a, mut s) = (vec![0u32; 800], vec![0f32; 800]);
+    kmeans::assign(None, &x, &km.centroids, &norms, dim, false, &mut a, &mut s).unwrap();
+    let mut counts = vec![0usize; 16];
+    a.iter().for_each(|&i| counts[i as usize] += 1);
+    assert!(counts.iter().all(|&c| c > 0), "empty cluster: {counts:?}");
+}
+
+fn search_flat(base: &[f32], q: &[f32], dim: usize, metric: Metric, k: usize) -> (Vec<f32>, Vec<i64>) {
+    let mut f = FlatIndex::new(dim, metric).unwrap();
+    f.add(base).unwrap();
+    let (d, i, _) = f.search(q, k, None, &never_interrupt).unwrap();
+    (d, i)
+}
+
+#[test]
+fn ivf_f32_with_every_list_probed_equals_flat_exactly() {
+    let dim = 24;
+    let base = blobs(2000, dim, 10, 11);
+    let q = blobs(50, dim, 10, 12);
+    for metric in [Metric::L2, Metric::Ip, Metric::Cosine] {
+        let mut ivf = IvfIndex::new(dim, Some(20), metric, Storage::F32, 0).unwrap();
+        ivf.train(&base, None, &never_interrupt).unwrap();
+        ivf.add(&base, None, None, &never_interrupt).unwrap();
+        let (d, i, stats) = ivf.search(&q, 10, Some(20), None, None, &never_interrupt).unwrap();
+        let (fd, fi) = search_flat(&base, &q, dim, metric, 10);
+        assert_eq!(i, fi, "{metric:?}");
+        // The SIMD batch kernels score rows four at a time, so one row's rounding may depend
+        // on its position in the block: equal up to f32 rounding (exact on integer data).
+        for (a, b) in d.iter().zip(&fd) {
+            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{metric:?}: {a} vs {b}");
+        }
+        assert_eq!(stats.codes_scanned, 50 * 2000);
+        // Single-threaded and one-query calls give the same rows.
+        let (d1, i1, _) = ivf.search(&q, 10, Some(20), None, Some(1), &never_interrupt).unwrap();
+        assert_eq!((d1, i1), (d.clone(), i.clone()));
+        let (d2, i2, _) = ivf.search(&q[..dim], 10, Some(20), None, None, &never_interrupt).unwrap();
+        assert_eq!((&d2[..], &i2[..]), (&d[..10], &i[..10]));
+    }
+}
+
+#[test]
+fn ivf_train_is_deterministic_across_thread_counts() {
+    let dim = 16;
+    let base = blobs(3000, dim, 12, 5);
+    let q = blobs(20, dim, 12, 6);
+    let build = |t: usize| {
+        let mut ivf = IvfIndex::new(dim, None, Metric::L2, Storage::U8F16, 42).unwrap();
+        ivf.train(&base, Some(t), &never_interrupt).unwrap();
+        ivf.add(&base, None, Some(t), &never_interrupt).unwrap();
+        let r = ivf.search(&q, 5, Some(4), Some(20), Some(t), &never_interrupt).unwrap();
+        (ivf.centroids().to_vec(), r.0, r.1)
+    };
+    assert_eq!(build(1), build(2));
+}
+
+#[test]
+fn bad_inputs_are_refused_and_leave_the_index_unchanged() {
+    let dim = 8;
+    let base = blobs(500, dim, 4, 9);
+    let mut ivf = IvfIndex::new(dim, Some(8), Metric::L2, Storage::U8F16, 0).unwrap();
+    assert!(matches!(ivf.add(&base, None, None, &never_interrupt), Err(VdbError::NotReady(_))));
+    assert!(matches!(ivf.search(&base[..dim], 1, None, None, None, &never_interrupt), Err(VdbError::NotReady(_))));
+    ivf.train(&base, None, &never_interrupt).unwrap();
+    ivf.add(&base, None, None, &never_interrupt).unwrap();
+    let before = ivf.clone().lists().to_vec();
+    let mut bad = base[..dim * 3].to_vec();
+    bad[5] = f32::NAN;
+    assert!(matches!(ivf.add(&bad, None, None, &never_interrupt), Err(VdbError::InvalidInput(_))));
+    assert!(matches!(ivf.add(&base[..dim * 2], Some(&[1, -2]), None, &never_interrupt), Err(VdbError::InvalidInput(_))));
+    assert!(matches!(ivf.add(&base[..dim * 2], Some(&[1]), None, &never_interrupt), Err(VdbError::InvalidInput(_))));
+    assert_eq!(ivf.lists(), &before[..]);
+    assert_eq!(ivf.ntotal(), 500);
+    let q = &base[..dim];
+    for (k, nprobe, rerank) in [(0, None, None), (501, None, None), (5, Some(0), None), (5, Some(9), None), (5, None, Some(3))] {
+        let e = ivf.search(q, k, nprobe, rerank, None, &never_interrupt).unwrap_err();
+        assert!(matches!(e, VdbError::InvalidInput(_)), "{k} {nprobe:?} {rerank:?}: {e}");
+    }
+    let e = ivf.search(q, 5, None, None, Some(0), &never_interrupt).unwrap_err();
+    assert!(e.to_string().contains("threads=0"), "{e}");
+    let e = ivf.search(&base[..dim + 1], 5, None, None, None, &never_interrupt).unwrap_err();
+    assert!(e.to_string().contains("dim=8"), "{e}");
+}
+
+#[test]
+fn persist_round_trip_and_refusals() {
+    let dim = 12;
+    let base = blobs(1500, dim, 6, 21);
+    let q = blobs(30, dim, 6, 22);
+    let dir = std::env::temp_dir().join(format!("vdb-persist-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for storage in [Storage::F32, Storage::F16, Storage::U8F16] {
+        let mut ivf = IvfIndex::new(dim, None, Metric::Cosine, storage, 3).unwrap();
+        ivf.train(&base, None, &never_interrupt).unwrap();
+        let ids: Vec<i64> = (0..1500).map(|i| 10_000 + 3 * i).collect();
+        ivf.add(&base, Some(&ids), None, &never_interrupt).unwrap();
+        let path = dir.join(format!("{}.vdb", storage.name().replace('+', "_")));
+        vdb_core::persist::save(&ivf, &path).unwrap();
+        let back = vdb_core::persist::load(&path).unwrap();
+        let a = ivf.search(&q, 7, Some(5), None, None, &never_interrupt).unwrap();
+        let b = back.search(&q, 7, Some(5), None, None, &never_interrupt).unwrap();
+        assert_eq!((a.0, a.1), (b.0, b.1));
+        assert_eq!(back.bytes(), ivf.bytes());
+        assert_eq!(back.nlist(), ivf.nlist());
+
+        let bytes = std::fs::read(&path).unwrap();
+        let bad = dir.join("bad.vdb");
+        // Truncated at several places.
+        for cut in [0, 5, 20, bytes.len() / 2, bytes.len() - 1] {
+            std::fs::write(&bad, &bytes[..cut]).unwrap();
+            let e = vdb_core::persist::load(&bad).unwrap_err();
+            assert!(matches!(e, VdbError::CorruptFile(_)), "cut {cut}: {e}");
+        }
+        // One flipped byte in the payload fails the checksum.
+        let mut flipped = bytes.clone();
+        flipped[bytes.len() / 2] ^= 0x40;
+        std::fs::write(&bad, &flipped).unwrap();
+        let e = vdb_core::persist::load(&bad).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+        // A foreign file.
+        std::fs::write(&bad, b"\x89HDF\r\n\x1a\n not an index at all").unwrap();
+        let e = vdb_core::persist::load(&bad).unwrap_err();
+        assert!(e.to_string().contains("magic"), "{e}");
+        // A failed save (directory missing) leaves no file behind and an existing one intact.
+        assert!(vdb_core::persist::save(&ivf, &dir.join("missing/x.vdb")).is_err());
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,296 @@
+"""Engine correctness: IVF vs Flat, recall of u8+f16, rerank, bytes, save/load, bad inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+rv = pytest.importorskip("vdbbench._rust_vdb")
+
+import vdbbench as vb  # noqa: E402
+from vdbbench.bench.metrics import knn_recall, metric_distances  # noqa: E402
+from vdbbench.datasets.synth import synth_float, synth_sift  # noqa: E402
+
+METRICS = ("l2", "ip", "cosine")
+
+
+@pytest.fixture(scope="module")
+def sift30k():
+    """30k SIFT-like vectors (100k takes ~20 s to build here: too slow for the suite)."""
+    base, queries = synth_sift(30_000, 200, seed=3)
+    flat = vb.FlatIndex(128)
+    flat.add(base)
+    gt_d, gt_i = flat.search(queries, k=10)
+    return base, queries, np.sqrt(np.maximum(gt_d, 0.0)), gt_i
+
+
+@pytest.fixture(scope="module")
+def float20k():
+    base, queries = synth_float(20_000, 200, dim=64, seed=5)
+    flat = vb.FlatIndex(64)
+    flat.add(base)
+    gt_d, _ = flat.search(queries, k=10)
+    return base, queries, np.sqrt(np.maximum(gt_d, 0.0))
+
+
+@pytest.fixture(scope="module")
+def small():
+    base, queries = synth_float(3_000, 40, dim=24, seed=9)
+    return base, queries
+
+
+def built(base, *, nlist=16, metric="l2", storage="u8+f16", seed=0):
+    idx = vb.IvfIndex(base.shape[1], nlist=nlist, metric=metric, storage=storage, seed=seed)
+    idx.train(base)
+    idx.add(base)
+    return idx
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_ivf_f32_probing_every_list_returns_flat_results(small, metric):
+    base, queries = small
+    flat = vb.FlatIndex(base.shape[1], metric=metric)
+    flat.add(base)
+    fd, fi = flat.search(queries, k=10)
+    idx = built(base, metric=metric, storage="f32")
+    d, i = idx.search(queries, k=10, nprobe=idx.nlist)
+    np.testing.assert_array_equal(i, fi)
+    # Equal up to f32 rounding: SIMD batch kernels may round a row differently by position.
+    np.testing.assert_allclose(d, fd, rtol=1e-5, atol=1e-5)
+    assert d.dtype == np.float32 and i.dtype == np.int64 and d.shape == (40, 10)
+    # Best first; similarities descend for ip/cosine, distances ascend for l2.
+    step = np.diff(d, axis=1)
+    assert (step <= 1e-6).all() if metric != "l2" else (step >= -1e-6).all()
+
+
+def test_flat_matches_numpy_brute_force(small):
+    base, queries = small
+    for metric in METRICS:
+        flat = vb.FlatIndex(base.shape[1], metric=metric)
+        flat.add(base)
+        _, i = flat.search(queries, k=5)
+        exact = metric_distances(metric, queries, np.broadcast_to(base, (len(queries),) + base.shape))
+        ref = np.argsort(exact, axis=1, kind="stable")[:, :5]
+        np.testing.assert_array_equal(i, ref)
+
+
+def test_u8_f16_reaches_095_recall_at_modest_nprobe_on_sift_like(sift30k):
+    base, queries, gt_d, _ = sift30k
+    idx = vb.IvfIndex(128, storage="u8+f16")
+    idx.train(base)
+    idx.add(base)
+    assert idx.nlist == round(4 * np.sqrt(30_000))
+    recalls = {}
+    for nprobe in (4, 8, 16, 32):
+        _, ids = idx.search(queries, k=10, nprobe=nprobe, rerank=40)
+        recalls[nprobe] = knn_recall(ids, base, queries, gt_d, k=10)
+    modest = [p for p, r in recalls.items() if r >= 0.95]
+    assert modest and min(modest) <= 32, recalls
+    # Recall grows with nprobe (monotone up to noise-free exactness of nested probes).
+    assert recalls[32] >= recalls[4]
+    stats = idx.last_search_stats()
+    assert stats["nq"] == 200 and stats["lists_probed"] == 200 * 32
+    assert stats["candidates_reranked"] == 200 * 40
+    assert stats["codes_scanned"] > 0 and stats["prescore_s"] > 0.0
+
+
+def test_rerank_restores_recall_that_u8_alone_loses_on_float_data(float20k):
+    base, queries, gt_d = float20k
+    idx = vb.IvfIndex(64, storage="u8+f16")
+    idx.train(base)
+    idx.add(base)
+    nprobe = idx.nlist  # isolate the quantization loss from the routing loss
+    _, u8_only = idx.search(queries, k=10, nprobe=nprobe, rerank=0)
+    _, reranked = idx.search(queries, k=10, nprobe=nprobe, rerank=100)
+    r0 = knn_recall(u8_only, base, queries, gt_d, k=10)
+    r1 = knn_recall(reranked, base, queries, gt_d, k=10)
+    assert r1 >= 0.99, (r0, r1)
+    assert r1 - r0 >= 0.03, f"rerank=0 recall {r0:.3f} vs rerank=100 {r1:.3f}: no real gap"
+    # rerank=0 distances are decoded from the codes: close to, not equal to, the exact ones.
+    d0, _ = idx.search(queries[:5], k=10, nprobe=nprobe, rerank=0)
+    assert np.isfinite(d0).all() and (d0 >= 0).all()
+
+
+def test_f16_uses_about_half_the_bytes_of_f32(small):
+    base, _ = small
+    b32 = built(base, storage="f32").bytes
+    b16 = built(base, storage="f16").bytes
+    b8 = built(base, storage="u8+f16").bytes
+    n, d = base.shape
+    assert b32 >= n * d * 4 and b16 >= n * d * 2
+    assert 0.45 <= b16 / b32 <= 0.62, (b16, b32)
+    assert b8 - b16 >= n * d  # the u8 codes on top of the f16 vectors
+
+
+@pytest.mark.parametrize("storage", ["f32", "f16", "u8+f16"])
+def test_save_then_load_gives_identical_results(small, tmp_path, storage):
+    base, queries = small
+    idx = vb.IvfIndex(base.shape[1], nlist=12, metric="cosine", storage=storage, seed=4)
+    idx.train(base)
+    idx.add(base, ids=np.arange(len(base), dtype=np.int64) * 7 + 3)
+    path = tmp_path / "x.vdb"
+    idx.save(path)
+    back = vb.IvfIndex.load(str(path))
+    for kw in ({"nprobe": 3}, {"nprobe": 12, "rerank": 0}):
+        a = idx.search(queries, k=8, **kw)
+        b = back.search(queries, k=8, **kw)
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+    assert (back.ntotal, back.nlist, back.metric, back.storage, back.bytes, back.seed) == (
+        idx.ntotal, idx.nlist, idx.metric, idx.storage, idx.bytes, idx.seed)
+    assert set(np.unique(a[1])) <= set(range(3, 7 * len(base) + 3, 7))
+
+
+def test_load_refuses_truncated_foreign_and_damaged_files(small, tmp_path):
+    base, _ = small
+    idx = built(base)
+    good = tmp_path / "good.vdb"
+    idx.save(good)
+    raw = good.read_bytes()
+    bad = tmp_path / "bad.vdb"
+    cases = {
+        "truncated": raw[: len(raw) // 2],
+        "empty": b"",
+        "foreign": b"\x89HDF\r\n\x1a\n" + bytes(100),
+        "flipped": raw[:100] + bytes([raw[100] ^ 1]) + raw[101:],
+    }
+    for name, content in cases.items():
+        bad.write_bytes(content)
+        with pytest.raises(vb.CorruptFile) as e:
+            vb.IvfIndex.load(bad)
+        assert isinstance(e.value, OSError) and isinstance(e.value, vb.VdbError)
+        assert str(bad) in str(e.value), name
+    with pytest.raises(FileNotFoundError):
+        vb.IvfIndex.load(tmp_path / "missing.vdb")
+    # A failed save does not touch an existing file.
+    with pytest.raises(OSError):
+        idx.save(tmp_path / "no-such-dir" / "x.vdb")
+    assert good.read_bytes() == raw
+
+
+def test_add_with_ids_ties_and_padding():
+    # Duplicated vectors: equal distances, so the order is by id.
+    x = np.repeat(np.eye(4, dtype=np.float32), 3, axis=0)  # 12 rows, 3 copies of each
+    idx = vb.IvfIndex(4, nlist=2, storage="f32")
+    idx.train(x)
+    idx.add(x, ids=np.array([50, 40, 30, 5, 6, 7, 9, 8, 100, 11, 12, 13]))
+    d, i = idx.search(x[:1], k=3, nprobe=2)
+    np.testing.assert_array_equal(i, [[30, 40, 50]])
+    np.testing.assert_array_equal(d, [[0, 0, 0]])
+    # Rows with fewer than k hits in the probed lists are padded.
+    idx2 = vb.IvfIndex(4, nlist=4, storage="f32")
+    idx2.train(x)
+    idx2.add(x)
+    d, i = idx2.search(x[:1], k=8, nprobe=1)
+    assert (i[0, 3:] == -1).all() and np.isinf(d[0, 3:]).all() and (d[0, 3:] > 0).all()
+    ipx = vb.IvfIndex(4, nlist=4, metric="ip", storage="f32")
+    ipx.train(x)
+    ipx.add(x)
+    d, i = ipx.search(x[:1], k=8, nprobe=1)
+    assert (i[0, 3:] == -1).all() and (d[0, 3:] == -np.inf).all()
+
+
+def test_dtype_and_layout_rules(small):
+    base, queries = small
+    idx = built(base, storage="f32")
+    ref = idx.search(queries, k=5, nprobe=4)
+    for q in (queries.astype(np.float64), np.asfortranarray(queries), queries.tolist()):
+        got = idx.search(q, k=5, nprobe=4)
+        np.testing.assert_array_equal(got[1], ref[1])
+    ints = np.rint(queries * 10).astype(np.int32)
+    idx.search(ints, k=5)  # integers are converted too
+
+
+BAD_SEARCHES = [
+    ({"queries": np.zeros((2, 23), np.float32)}, "dim=24"),
+    ({"queries": np.zeros(24, np.float32)}, "2-D"),
+    ({"queries": np.full((1, 24), np.nan, np.float32)}, "NaN"),
+    ({"queries": np.full((1, 24), np.inf, np.float32)}, "inf"),
+    ({"queries": np.zeros((1, 24), bool)}, "dtype bool"),
+    ({"queries": np.zeros((1, 24), complex)}, "dtype complex"),
+    ({"queries": np.array([["x"] * 24])}, "dtype"),
+    ({"k": 0}, "k=0"),
+    ({"k": -3}, "k=-3"),
+    ({"k": 3001}, "k=3001"),
+    ({"nprobe": 0}, "nprobe=0"),
+    ({"nprobe": 17}, "nprobe=17"),
+    ({"rerank": 5}, "rerank=5"),
+    ({"threads": 0}, "threads=0"),
+]
+
+
+@pytest.mark.parametrize("kwargs,needle", BAD_SEARCHES, ids=[n for _, n in BAD_SEARCHES])
+def test_bad_search_inputs_raise_invalid_input(small, kwargs, needle):
+    base, queries = small
+    idx = built(base)
+    before = idx.search(queries[:3], k=10)
+    args = {"queries": queries[:1], "k": 10}
+    args.update(kwargs)
+    with pytest.raises(vb.InvalidInput) as e:
+        idx.search(args.pop("queries"), **args)
+    assert isinstance(e.value, ValueError)
+    assert needle in str(e.value), str(e.value)
+    after = idx.search(queries[:3], k=10)
+    np.testing.assert_array_equal(before[1], after[1])
+
+
+def test_bad_build_inputs_leave_the_index_unchanged(small):
+    base, queries = small
+    idx = vb.IvfIndex(24, nlist=16)
+    with pytest.raises(vb.NotReady, match="train"):
+        idx.add(base)
+    with pytest.raises(vb.NotReady, match="train"):
+        idx.search(queries)
+    with pytest.raises(vb.InvalidInput, match="16 training vectors"):
+        idx.train(base[:10])
+    assert not idx.is_trained and idx.nlist == 16
+    idx.train(base)
+    idx.add(base)
+    state = (idx.ntotal, idx.bytes, idx.list_sizes())
+    bad = base[:5].copy()
+    bad[2, 7] = np.nan
+    for call, needle in [
+        (lambda: idx.add(bad), "row 2, column 7"),
+        (lambda: idx.add(base[:5, :10]), "dim=24"),
+        (lambda: idx.add(base[:5], ids=[1, 2]), "ids"),
+        (lambda: idx.add(base[:2], ids=[1, -1]), "negative"),
+        (lambda: idx.add(base[:2], ids=[1.5, 2.0]), "integers"),
+        (lambda: idx.train(base), "already holds"),
+        (lambda: vb.IvfIndex(24, metric="hamming"), "metric"),
+        (lambda: vb.IvfIndex(24, storage="pq"), "storage"),
+        (lambda: vb.IvfIndex(0), "dim"),
+        (lambda: vb.IvfIndex(24, nlist=0), "nlist"),
+        (lambda: vb.FlatIndex(24, metric="L1"), "metric"),
+    ]:
+        with pytest.raises(vb.InvalidInput, match=needle):
+            call()
+    assert (idx.ntotal, idx.bytes, idx.list_sizes()) == state
+    assert idx.search(queries[:2], k=3)[1].shape == (2, 3)
+
+
+def test_properties_and_repr(small):
+    base, _ = small
+    idx = vb.IvfIndex(24, metric="ip", storage="f16", seed=11)
+    assert idx.nlist is None and not idx.is_trained and idx.ntotal == 0 and idx.bytes == 0
+    idx.train(base)
+    assert idx.nlist == round(4 * np.sqrt(len(base))) and idx.is_trained
+    idx.add(base)
+    assert (idx.ntotal, idx.dim, idx.metric, idx.storage, idx.seed, len(idx)) == (3000, 24, "ip", "f16", 11, 3000)
+    assert sum(idx.list_sizes()) == 3000 and min(idx.list_sizes()) >= 0
+    assert "IvfIndex(dim=24" in repr(idx) and "f16" in repr(idx)
+    f = vb.FlatIndex(24, metric="cosine")
+    f.add(base)
+    assert (f.ntotal, f.dim, f.metric, f.bytes, f.is_trained) == (3000, 24, "cosine", 3000 * 24 * 4, True)
+    assert f.last_search_stats() is None
+    f.search(base[:3], k=2)
+    assert f.last_search_stats()["nq"] == 3
+    assert isinstance(rv.simd_level(), str) and "scalar" in rv.available_simd_levels()
+
+
+def test_seed_decides_the_index(small):
+    base, queries = small
+    a = built(base, seed=1).search(queries, k=10, nprobe=2)
+    b = built(base, seed=1).search(queries, k=10, nprobe=2)
+    np.testing.assert_array_equal(a[1], b[1])
+    c = built(base, seed=2).search(queries, k=10, nprobe=2)
+    assert not np.array_equal(a[1], c[1])

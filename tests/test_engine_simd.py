@@ -1,0 +1,83 @@
+"""Engine results at every SIMD level this CPU has equal the scalar level's (within f16/f32
+rounding), and VDBBENCH_SIMD caps the level."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+rv = pytest.importorskip("vdbbench._rust_vdb")
+
+import vdbbench as vb  # noqa: E402
+from vdbbench.datasets.synth import synth_float, synth_sift  # noqa: E402
+
+LEVELS = rv.available_simd_levels()
+
+
+@pytest.fixture
+def restore_level():
+    yield
+    rv.set_simd_level(None)
+
+
+@pytest.fixture(scope="module")
+def indexes():
+    """Built once (at the default level), then searched at each level."""
+    out = {}
+    sift, sq = synth_sift(5_000, 60, seed=4, dim=65)  # odd dim: kernel tails run
+    flt, fq = synth_float(5_000, 60, dim=37, seed=4)
+    for name, (base, q) in {"sift": (sift, sq), "float": (flt, fq)}.items():
+        for metric in ("l2", "ip"):
+            for storage in ("f32", "f16", "u8+f16"):
+                idx = vb.IvfIndex(base.shape[1], nlist=20, metric=metric, storage=storage)
+                idx.train(base)
+                idx.add(base)
+                out[(name, metric, storage)] = (idx, q)
+    return out
+
+
+def search_all(indexes):
+    return {key: idx.search(q, k=10, nprobe=5, rerank=30) for key, (idx, q) in indexes.items()}
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_level_matches_scalar(indexes, level, restore_level):
+    assert rv.set_simd_level("scalar") == "scalar"
+    ref = search_all(indexes)
+    assert rv.set_simd_level(level) == level and rv.simd_level() == level
+    got = search_all(indexes)
+    for key in ref:
+        (d0, i0), (d1, i1) = ref[key], got[key]
+        # Same neighbours; where a near-tie reorders two of them, the distances still agree.
+        overlap = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(i0, i1)])
+        assert overlap >= 0.99, (key, overlap)
+        np.testing.assert_allclose(d1, d0, rtol=2e-4, atol=1e-3, err_msg=str(key))
+
+
+def test_flat_every_level_matches_scalar(restore_level):
+    base, q = synth_float(3_000, 30, dim=129, seed=1)
+    f = vb.FlatIndex(129)
+    f.add(base)
+    rv.set_simd_level("scalar")
+    d0, i0 = f.search(q, k=10)
+    for level in LEVELS:
+        rv.set_simd_level(level)
+        d1, i1 = f.search(q, k=10)
+        np.testing.assert_array_equal(i1, i0)
+        np.testing.assert_allclose(d1, d0, rtol=1e-5)
+
+
+def test_unknown_level_is_refused(restore_level):
+    with pytest.raises(vb.InvalidInput, match="unknown SIMD level"):
+        rv.set_simd_level("sse9")
+
+
+def test_env_var_caps_the_level():
+    code = "import vdbbench as vb; print(vb.simd_level())"
+    env = dict(os.environ, VDBBENCH_SIMD="scalar")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "scalar"

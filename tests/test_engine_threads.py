@@ -1,0 +1,128 @@
+"""Engine concurrency: the interpreter is released, concurrent searches agree with serial
+ones, thread counts do not change the index, Ctrl-C interrupts a long call."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("vdbbench._rust_vdb")
+
+import vdbbench as vb  # noqa: E402
+from vdbbench.datasets.synth import synth_float, synth_sift  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def index_and_queries():
+    base, queries = synth_sift(20_000, 2_000, seed=7)
+    idx = vb.IvfIndex(128, storage="u8+f16", seed=1)
+    idx.train(base)
+    idx.add(base)
+    return idx, queries
+
+
+def test_another_python_thread_progresses_during_a_long_search(index_and_queries):
+    idx, queries = index_and_queries
+    big = np.tile(queries, (3, 1))
+    counter = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            counter[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.05)
+        start = counter[0]
+        t0 = time.perf_counter()
+        idx.search(big, k=10, nprobe=idx.nlist, threads=1)
+        elapsed = time.perf_counter() - t0
+        during = counter[0] - start
+    finally:
+        stop.set()
+        t.join()
+    assert elapsed > 0.2, "search too short to tell"
+    # With the GIL held for the whole call the counter would barely move (a few switches).
+    assert during > 10_000, (during, elapsed)
+
+
+def test_concurrent_searches_agree_with_serial(index_and_queries):
+    idx, queries = index_and_queries
+    qs = [queries[i * 250:(i + 1) * 250] for i in range(4)]
+    serial = [idx.search(q, k=10, nprobe=16) for q in qs]
+    results = [None] * 4
+
+    def work(i):
+        for _ in range(3):
+            results[i] = idx.search(qs[i], k=10, nprobe=16, threads=1 + i % 2)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (d0, i0), (d1, i1) in zip(serial, results):
+        np.testing.assert_array_equal(i0, i1)
+        np.testing.assert_array_equal(d0, d1)
+
+
+def test_single_query_calls_equal_batch_rows(index_and_queries):
+    idx, queries = index_and_queries
+    d, i = idx.search(queries[:50], k=10, nprobe=8)
+    for r in range(50):
+        d1, i1 = idx.search(queries[r:r + 1], k=10, nprobe=8)
+        np.testing.assert_array_equal(i1[0], i[r])
+        np.testing.assert_array_equal(d1[0], d[r])
+    assert idx.last_search_stats()["threads"] == 1
+
+
+@pytest.mark.parametrize("metric", ["l2", "cosine"])
+def test_training_is_identical_at_one_and_two_threads(metric):
+    base, queries = synth_float(6_000, 50, dim=32, seed=2)
+    out = []
+    for t in (1, 2):
+        idx = vb.IvfIndex(32, metric=metric, storage="u8+f16", seed=5)
+        idx.train(base, threads=t)
+        idx.add(base, threads=t)
+        out.append((idx.list_sizes(), idx.search(queries, k=10, nprobe=4, threads=t)))
+    assert out[0][0] == out[1][0]
+    np.testing.assert_array_equal(out[0][1][0], out[1][1][0])
+    np.testing.assert_array_equal(out[0][1][1], out[1][1][1])
+
+
+def test_ctrl_c_interrupts_a_long_search_and_the_process_lives_on():
+    script = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        import numpy as np
+        import vdbbench as vb
+        rng = np.random.default_rng(0)
+        base = rng.standard_normal((20000, 64), dtype=np.float32)
+        idx = vb.FlatIndex(64)
+        idx.add(base)
+        queries = rng.standard_normal((200000, 64), dtype=np.float32)
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t0 = time.perf_counter()
+        try:
+            idx.search(queries, k=10, threads=1)
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted after %.2f s" % (time.perf_counter() - t0))
+        d, i = idx.search(base[:3], k=1)
+        print("alive", i.ravel().tolist())
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("interrupted after"), r.stdout
+    assert float(lines[0].split()[2]) < 10.0
+    assert lines[1] == "alive [0, 1, 2]"
