@@ -140,6 +140,38 @@ unsafe fn hsum4_epi32(a: __m512i, b: __m512i, c: __m512i, d: __m512i) -> __m128i
     )
 }
 
+/// Horizontal sums of sixteen f32 vectors: lane i of the result is the sum of `v[i]` (the
+/// same three rounds as `hsum16_epi32`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn hsum16_ps(v: &[__m512; 16]) -> __m512 {
+    let mut p = [_mm512_setzero_ps(); 8];
+    for (j, pj) in p.iter_mut().enumerate() {
+        let (a, b) = (v[2 * j], v[2 * j + 1]);
+        *pj = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+    }
+    let mut w = [_mm512_setzero_ps(); 4];
+    for (j, wj) in w.iter_mut().enumerate() {
+        let (a, b) = (_mm512_castps_pd(p[2 * j]), _mm512_castps_pd(p[2 * j + 1]));
+        *wj = _mm512_add_ps(
+            _mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+            _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)),
+        );
+    }
+    let u01 = _mm512_add_ps(
+        _mm512_shuffle_f32x4::<0b10_00_10_00>(w[0], w[1]),
+        _mm512_shuffle_f32x4::<0b11_01_11_01>(w[0], w[1]),
+    );
+    let u23 = _mm512_add_ps(
+        _mm512_shuffle_f32x4::<0b10_00_10_00>(w[2], w[3]),
+        _mm512_shuffle_f32x4::<0b11_01_11_01>(w[2], w[3]),
+    );
+    _mm512_add_ps(
+        _mm512_shuffle_f32x4::<0b10_00_10_00>(u01, u23),
+        _mm512_shuffle_f32x4::<0b11_01_11_01>(u01, u23),
+    )
+}
+
 /// Horizontal sums of sixteen vectors: lane i of the result is the sum of `v[i]`. Three
 /// rounds of pairwise combining (32-bit, 64-bit, then 128-bit lanes), 45 instructions for
 /// sixteen sums.
@@ -177,7 +209,7 @@ unsafe fn hsum16_epi32(v: &[__m512i; 16]) -> __m512i {
 // f32 query against f32 / f16 / u8 rows.
 
 macro_rules! f32_query {
-    ($single:ident, $batch:ident, $t:ty, $ld:ident, $ldm:ident, $l2:expr) => {
+    ($single:ident, $batch:ident, $t:ty, $ld:ident, $ldm:ident, $l2:expr, $block16:expr) => {
         #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
         unsafe fn $single(q: &[f32], x: &[$t]) -> f32 {
             let n = q.len();
@@ -211,8 +243,30 @@ macro_rules! f32_query {
             let nrows = out.len();
             let tail = (main < n).then(|| mask16(n - main));
             let mut r = 0;
-            // Four rows at a time: each query chunk is loaded once for four FMAs, and four
-            // independent chains hide the FMA latency.
+            // Sixteen rows at a time: each query chunk is loaded once for sixteen FMAs, and
+            // one transposing reduction yields the sixteen results in one vector. (Measured
+            // 4-7% faster at dim 128, except for l2 over f16 rows: 4% slower, so off there.)
+            while $block16 && r + 16 <= nrows {
+                let xp = rows.as_ptr().add(r * n);
+                let mut a = [_mm512_setzero_ps(); 16];
+                let mut i = 0;
+                while i < main {
+                    let qv = _mm512_loadu_ps(qp.add(i));
+                    for (k, acc) in a.iter_mut().enumerate() {
+                        *acc = term::<{ $l2 }>(qv, $ld(xp.add(k * n + i)), *acc);
+                    }
+                    i += 16;
+                }
+                if let Some(m) = tail {
+                    let qv = ldm_f32(qp.add(main), m);
+                    for (k, acc) in a.iter_mut().enumerate() {
+                        *acc = term::<{ $l2 }>(qv, $ldm(xp.add(k * n + main), m), *acc);
+                    }
+                }
+                _mm512_storeu_ps(out.as_mut_ptr().add(r), hsum16_ps(&a));
+                r += 16;
+            }
+            // Then four at a time: four independent chains still hide the FMA latency.
             while r + 4 <= nrows {
                 let xp = rows.as_ptr().add(r * n);
                 let mut a = [_mm512_setzero_ps(); 4];
@@ -241,14 +295,24 @@ macro_rules! f32_query {
     };
 }
 
-f32_query!(l2_f32_impl, l2_f32_batch_impl, f32, ld_f32, ldm_f32, true);
+// (single, batch, element, load, masked load, l2?, 16-row blocks?)
+f32_query!(
+    l2_f32_impl,
+    l2_f32_batch_impl,
+    f32,
+    ld_f32,
+    ldm_f32,
+    true,
+    true
+);
 f32_query!(
     dot_f32_impl,
     dot_f32_batch_impl,
     f32,
     ld_f32,
     ldm_f32,
-    false
+    false,
+    true
 );
 f32_query!(
     l2_f32_f16_impl,
@@ -256,7 +320,8 @@ f32_query!(
     f16,
     ld_f16,
     ldm_f16,
-    true
+    true,
+    false
 );
 f32_query!(
     dot_f32_f16_impl,
@@ -264,7 +329,8 @@ f32_query!(
     f16,
     ld_f16,
     ldm_f16,
-    false
+    false,
+    true
 );
 f32_query!(
     dot_f32_u8_impl,
@@ -272,7 +338,8 @@ f32_query!(
     u8,
     ld_u8,
     ldm_u8,
-    false
+    false,
+    true
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -282,7 +349,7 @@ f32_query!(
 // equals the scalar twin's u32 sum exactly whenever that fits in u32 (any dim below 66051).
 
 macro_rules! l2_u8_kernels {
-    ($single:ident, $batch:ident, $step:ident, $feat:literal) => {
+    ($single:ident, $batch:ident, $step:ident, $step1:ident, $feat:literal) => {
         #[inline]
         #[target_feature(enable = $feat)]
         unsafe fn $single(a: &[u8], b: &[u8]) -> u32 {
@@ -319,6 +386,27 @@ macro_rules! l2_u8_kernels {
             let nrows = out.len();
             let tail = (main < n).then(|| mask64(n - main));
             let mut r = 0;
+            // Sixteen rows at a time, one accumulator each, one transposing reduction.
+            while r + 16 <= nrows {
+                let xp = rows.as_ptr().add(r * n) as *const i8;
+                let mut acc = [_mm512_setzero_si512(); 16];
+                let mut i = 0;
+                while i < main {
+                    let qv = _mm512_loadu_si512(qp.add(i) as _);
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        *a = $step1(qv, _mm512_loadu_si512(xp.add(k * n + i) as _), *a);
+                    }
+                    i += 64;
+                }
+                if let Some(m) = tail {
+                    let qv = _mm512_maskz_loadu_epi8(m, qp.add(main));
+                    for (k, a) in acc.iter_mut().enumerate() {
+                        *a = $step1(qv, _mm512_maskz_loadu_epi8(m, xp.add(k * n + main)), *a);
+                    }
+                }
+                _mm512_storeu_si512(out.as_mut_ptr().add(r) as _, hsum16_epi32(&acc));
+                r += 16;
+            }
             while r + 4 <= nrows {
                 let xp = rows.as_ptr().add(r * n) as *const i8;
                 let mut lo = [_mm512_setzero_si512(); 4];
@@ -384,16 +472,36 @@ unsafe fn step_vnni(a: __m512i, b: __m512i, lo: __m512i, hi: __m512i) -> (__m512
     )
 }
 
+/// One accumulator per row: acc + sum of squared differences (lanes of pairs).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn step1_madd(a: __m512i, b: __m512i, acc: __m512i) -> __m512i {
+    let (dl, dh) = absdiff_widen(a, b);
+    _mm512_add_epi32(
+        acc,
+        _mm512_add_epi32(_mm512_madd_epi16(dl, dl), _mm512_madd_epi16(dh, dh)),
+    )
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn step1_vnni(a: __m512i, b: __m512i, acc: __m512i) -> __m512i {
+    let (dl, dh) = absdiff_widen(a, b);
+    _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(acc, dl, dl), dh, dh)
+}
+
 l2_u8_kernels!(
     l2_u8_madd_impl,
     l2_u8_batch_madd_impl,
     step_madd,
+    step1_madd,
     "avx512f,avx512bw,avx512vl"
 );
 l2_u8_kernels!(
     l2_u8_vnni_impl,
     l2_u8_batch_vnni_impl,
     step_vnni,
+    step1_vnni,
     "avx512f,avx512bw,avx512vl,avx512vnni"
 );
 
