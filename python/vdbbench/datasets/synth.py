@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 # Bump when the output for a given (n, nq, seed, dim) changes: cached generated sets are keyed by it.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 CHUNK = 1 << 13  # rows per random stream; always drawn whole, so prefixes agree
 _BASE_STREAM, _QUERY_STREAM = 2, 3
 
@@ -40,14 +40,14 @@ class WorldParams:
     component_spread: float = 0.3  # scale of a component's offset from its group mean
     latent_scale: float = 2.0
     latent_decay: float = 0.7  # latent j has scale j**-decay
-    noise: float = 0.7  # median isotropic noise of a component
+    noise: float = 0.8  # median isotropic noise of a component
     noise_spread: float = 0.8  # log-normal sigma of the per-component noise level
     latent_df: float = 4.0  # Student-t degrees of freedom of the latent coordinates
 
 
 @dataclass(frozen=True)
 class SiftParams:
-    shift: float = 0.4  # added before keeping the non-negative part (sets the zero fraction)
+    shift: float = 0.55  # added before keeping the non-negative part (sets the zero fraction)
     power: float = 1.7  # histogram peakiness
     window_exp: float = 4.0  # strength of the spatial Gaussian window across the 16 cells
 
@@ -55,7 +55,7 @@ class SiftParams:
 SIFT_WORLD = WorldParams()
 SIFT_PARAMS = SiftParams()
 FLOAT_WORLD = WorldParams(groups=32, components=64, rank=12, mean_shape=2.0, component_spread=0.8,
-                          latent_scale=2.5, noise=0.45, noise_spread=0.6)
+                          latent_scale=2.5, noise=0.6, noise_spread=0.6)
 
 
 class _World:
