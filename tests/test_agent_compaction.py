@@ -128,3 +128,23 @@ def test_a_long_session_summary_stays_bounded():
 def test_bad_window_is_refused():
     with pytest.raises(ValueError, match="must exceed reserve"):
         compact(conversation(1), [], CARD, window_tokens=100, reserve=200)
+
+
+def test_unchanged_resubmissions_never_push_informative_dead_ends_out():
+    j = session_journal()
+    j.iteration += 1
+    j.tool("submit", {"message": "cache answers"})
+    j.add("audit", commit="c0ffee", verdict="flagged", findings=["[query-hash] src/lib.rs:40: hashes ...",
+                                                                  "[global-state] src/lib.rs:39: keeps ..."],
+          fresh_qps=900.0, fresh_recall10=0.96, jump_factor=1.5)
+    j.add("decision", outcome="flagged", qps=3200.0, recall10=0.96, best_qps_before=2100.0, best_qps_after=2100.0,
+          commit=None, message="cache answers", reason="the change measured as a gain (" + "x" * 300 + ") but the audit flagged it",
+          diff_stat="")
+    for i in range(200):
+        j.submit("no_change", message=f"same {i}", reason="identical to the best")
+    text = build_state_summary(j.events, CARD, max_dead_ends=3)
+    assert "201 submissions of unchanged code (no_change), the last at iteration 207" in text
+    assert "same 199" not in text
+    assert "it 7 flagged" in text and "the audit flagged it (global-state, query-hash)" in text
+    assert "it 6 slower" in text and "it 4 recall_below_floor" in text
+    assert "1 older rejections not listed: 1 build_failed" in text

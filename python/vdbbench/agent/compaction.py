@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -132,6 +133,7 @@ def build_state_summary(
     rejected = [d for d in decisions if d.get("outcome") != "accepted"]
     notes = [e.get("text", "") for e in events if e.get("type") == "note"]
     audits = {e.get("commit"): e for e in events if e.get("type") == "audit"}
+    audits_by_iteration = {e.get("iteration"): e for e in events if e.get("type") == "audit"}
     usage = Usage.from_journal(events)
 
     out = [SUMMARY_HEADER, ""]
@@ -179,11 +181,18 @@ def build_state_summary(
     out.append("")
 
     out.append("### Dead ends (rejected submissions and why; do not repeat them without a new idea)")
+    # Resubmissions of unchanged code teach nothing: one line for all of them, so they never
+    # push the informative dead ends (failed builds, lost recall, no gain, flags) out of the list.
+    unchanged = [d for d in rejected if d.get("outcome") == "no_change"]
+    informative = [d for d in rejected if d.get("outcome") != "no_change"]
     if not rejected:
         out.append("- none yet")
-    else:
-        shown = rejected[-max_dead_ends:]
-        older = rejected[: len(rejected) - len(shown)]
+    if unchanged:
+        out.append(f"- {len(unchanged)} submissions of unchanged code (no_change), the last at iteration "
+                   f"{unchanged[-1].get('iteration')}: edit the code before submitting")
+    if informative:
+        shown = informative[-max_dead_ends:] if max_dead_ends > 0 else []
+        older = informative[: len(informative) - len(shown)]
         if older:
             counts = Counter(d.get("outcome") for d in older)
             out.append(
@@ -193,9 +202,14 @@ def build_state_summary(
         for d in shown:
             qps = f" {_fmt_qps(d.get('qps'))} QPS," if d.get("qps") is not None else ""
             rec = f" recall {_fmt_recall(d.get('recall10'))}," if d.get("recall10") is not None else ""
+            why = _one_line(d.get("reason"), 220)
+            audit = audits_by_iteration.get(d.get("iteration"))
+            if d.get("outcome") == "flagged" and audit:
+                rules = sorted({m.group(1) for f in audit.get("findings") or () if (m := re.match(r"\[([\w-]+)\]", str(f)))})
+                why = f"the audit flagged it ({', '.join(rules) or 'see findings'}); " + _one_line(d.get("reason"), 160)
             out.append(
                 f"- it {d.get('iteration')} {d.get('outcome')}:{qps}{rec} tried: {_one_line(d.get('message'), 140)}"
-                f" — reason: {_one_line(d.get('reason'), 220)}"
+                f" — reason: {why}"
             )
     out.append("")
 
