@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -111,25 +112,42 @@ def accepted_table(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for e in events:
         if e.get("type") == "audit":
             audits[e.get("commit")] = e
+    # The paired gain measured in the same run (interleaved repeats) is the honest ratio; QPS
+    # before and after come from different runs, so their quotient also holds machine drift.
+    same_run_gain: dict[Any, float] = {}
+    for e in events:
+        if e.get("type") == "evaluation" and e.get("split", "heldout") == "heldout" and e.get("gain") is not None:
+            same_run_gain[e.get("iteration")] = 1.0 + float(e["gain"])
     rows = []
     for d in decisions(events):
         if d.get("outcome") != "accepted":
             continue
         before, after = d.get("best_qps_before"), d.get("qps")
         audit = audits.get(d.get("commit"))
+        gain = same_run_gain.get(d.get("iteration"))
         rows.append({
             "iteration": d.get("iteration"),
             "qps_before": before,
             "qps_after": after,
-            "gain": (after / before) if before and after else None,
+            "gain": gain if gain is not None else ((after / before) if before and after else None),
             "recall10": d.get("recall10"),
             "message": " ".join(str(d.get("message") or "").split()),
-            "diff_stat": " ".join(str(d.get("diff_stat") or "").split()),
+            "diff_stat": short_stat(d.get("diff_stat")),
             "commit": d.get("commit"),
             "audit": audit.get("verdict") if audit else None,
             "audit_findings": list(audit.get("findings") or []) if audit else [],
         })
     return rows
+
+
+def short_stat(stat: Any) -> str:
+    """git's "3 files changed, 120 insertions(+), 4 deletions(-)" as "3 files +120 -4"."""
+    text = " ".join(str(stat or "").split())
+    m = re.fullmatch(r"(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?", text)
+    if not m:
+        return text
+    files = int(m.group(1))
+    return f"{files} file{'s' if files != 1 else ''} +{m.group(2) or 0} -{m.group(3) or 0}"
 
 
 def totals(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -240,9 +258,9 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
                     textcoords="offset points", fontsize=7.5, color="#1b5e20",
                     bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.75), zorder=6)
     # Session events worth seeing on the time line.
-    marks = (("review", "strategic review", "#9e9ac8", ":"), ("compaction", "compaction", "#a6bddb", "--"))
-    for kind, label, color, ls in marks:
-        its = sorted({int(e.get("iteration") or 0) + 0.5 for e in events if e.get("type") == kind})
+    marks = (("review", "strategic review", "#807dba", ":", 0.35), ("compaction", "compaction", "#a6bddb", "--", 0.65))
+    for kind, label, color, ls, offset in marks:
+        its = sorted({int(e.get("iteration") or 0) + offset for e in events if e.get("type") == kind})
         for i, it in enumerate(its):
             ax.axvline(it, color=color, ls=ls, lw=1, zorder=1, label=label if i == 0 else None)
     resumes = [e for e in events if e.get("type") == "session_start" and e.get("resumed")]
@@ -358,7 +376,9 @@ def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | N
 
     console = console or Console()
     info = totals(events)
-    table = Table(title=f"Accepted changes — {info['task']} ({info['model']})", title_justify="left")
+    table = Table(title=f"Accepted changes — {info['task']} ({info['model']})", title_justify="left",
+                  caption="×: median gain over the best, measured in the same run (interleaved repeats)",
+                  caption_justify="left")
     for col, kw in (("it", dict(justify="right")), ("QPS before → after", dict(justify="right", no_wrap=True)),
                     ("recall@10", dict(justify="right")), ("change", dict(overflow="fold", max_width=60)),
                     ("diff", dict(overflow="fold", max_width=24)), ("audit", {})):
