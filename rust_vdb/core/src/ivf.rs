@@ -86,9 +86,17 @@ pub struct InvList {
     pub vf16: Vec<f16>,
     /// dim f32 values per vector ("f32" only).
     pub vf32: Vec<f32>,
+    /// Per-vector `u8_row_term` of the codes ("u8+f16" with L2): lets the u8 prescore use
+    /// `l2_u8_batch_pre` (VNNI). Derived data: recomputed on load, never stored.
+    pub terms: Vec<i32>,
 }
 
 impl InvList {
+    /// Recomputes the derived per-vector terms (after loading).
+    pub fn fill_terms(&mut self, dim: usize) {
+        self.terms = self.codes.chunks_exact(dim).map(crate::kernels::scalar::u8_row_term).collect();
+    }
+
     pub fn len(&self) -> usize {
         self.ids.len()
     }
@@ -209,7 +217,7 @@ impl IvfIndex {
         let lists: usize = self
             .lists
             .iter()
-            .map(|l| l.ids.len() * 8 + l.codes.len() + l.vf16.len() * 2 + l.vf32.len() * 4)
+            .map(|l| l.ids.len() * 8 + l.codes.len() + l.vf16.len() * 2 + l.vf32.len() * 4 + l.terms.len() * 4)
             .sum();
         let sq = self
             .sq
@@ -352,6 +360,9 @@ impl IvfIndex {
                 Storage::U8F16 => {
                     l.vf16.reserve(c * dim);
                     l.codes.reserve(c * dim);
+                    if !self.metric.is_similarity() {
+                        l.terms.reserve(c);
+                    }
                 }
             }
         }
@@ -374,6 +385,9 @@ impl IvfIndex {
                         .expect("u8+f16 index trained without quantizer")
                         .encode(row, &mut codes);
                     l.codes.extend_from_slice(&codes);
+                    if !self.metric.is_similarity() {
+                        l.terms.push((kern.u8_row_term)(&codes));
+                    }
                 }
             }
         }
@@ -601,7 +615,7 @@ impl IvfIndex {
                     } else {
                         s.ubuf.resize(n, 0);
                         let out = &mut s.ubuf[..n];
-                        (kern.l2_u8_batch)(&s.qcodes, &list.codes, out);
+                        (kern.l2_u8_batch_pre)(&s.qcodes, &list.codes, &list.terms, out);
                         let mut thr = s.cand.threshold();
                         for (j, &v) in out.iter().enumerate() {
                             let sc = v as f32;

@@ -218,7 +218,11 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         let codes = r.vec::<u8>(cn, &what)?;
         let vf16 = r.vec::<f16>(hn, &what)?;
         let vf32 = r.vec::<f32>(fn_, &what)?;
-        lists.push(InvList { ids, codes, vf16, vf32 });
+        let mut list = InvList { ids, codes, vf16, vf32, terms: Vec::new() };
+        if storage == Storage::U8F16 && metric == Metric::L2 {
+            list.fill_terms(dim);
+        }
+        lists.push(list);
     }
     if total != ntotal {
         return Err(corrupt(path, format!("lists hold {total} vectors but the header says {ntotal}")));
