@@ -448,8 +448,8 @@ macro_rules! l2_u8_kernels {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn absdiff_widen(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
     let d = _mm512_or_si512(_mm512_subs_epu8(a, b), _mm512_subs_epu8(b, a));
-    let z = _mm512_setzero_si512();
-    (_mm512_unpacklo_epi8(d, z), _mm512_unpackhi_epi8(d, z))
+    // even bytes by a mask, odd bytes by a shift: no shuffle-port work
+    (_mm512_and_si512(d, _mm512_set1_epi16(0x00FF)), _mm512_srli_epi16::<8>(d))
 }
 
 #[inline]
