@@ -37,9 +37,14 @@ pub static AVX2: Kernels = Kernels {
 /// Without VNNI the rewritten form needs as many vpmaddwd as the direct one (measured: no gain
 /// on Zen 4, where vpmaddwd throughput bounds both), so this computes `l2_u8_batch`.
 fn l2_u8_batch_pre(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
-    assert_eq!(terms.len(), out.len(), "{} row terms for {} rows", terms.len(), out.len());
+    assert_eq!(
+        terms.len(),
+        out.len(),
+        "{} row terms for {} rows",
+        terms.len(),
+        out.len()
+    );
     l2_u8_batch(q, rows, out)
-}
 }
 
 // ---------------------------------------------------------------------------------------------
