@@ -120,7 +120,8 @@ def read_ann_hdf5(path: str | os.PathLike, name: str | None = None, k: int = 10)
                     raise DatasetError(f"{path}: {key} must be 2-d (n, dim), got shape {ds.shape}")
                 if ds.dtype.kind not in "fiu":
                     raise DatasetError(f"{path}: {key} has dtype {ds.dtype}; expected a numeric type (float32)")
-                arrays[key] = to_float32(ds[()])
+                a = ds[()]
+                arrays[key] = a if a.dtype == np.float32 and a.flags.c_contiguous else to_float32(a)
             if arrays["train"].shape[1] != arrays["test"].shape[1]:
                 raise DatasetError(
                     f"{path}: dimension mismatch between train ({arrays['train'].shape[1]}) and "
