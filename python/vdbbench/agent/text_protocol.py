@@ -191,3 +191,113 @@ def looks_like_no_tool_support(error: BaseException | str) -> bool:
     """Heuristic for detection: True when an endpoint's error says it refuses the `tools` parameter."""
     text = str(error).lower()
     return any(h in text for h in _NO_TOOLS_HINTS) and ("tool" in text or "function" in text)
+
+
+# ---------------------------------------------------------------------------------------------
+# A Model (vdbbench.agent.model's protocol) that speaks the text protocol to its endpoint
+# ---------------------------------------------------------------------------------------------
+
+FORMAT_ERROR_PREFIX = "Your reply could not be run, nothing was done: "
+
+
+def _as_action_blocks(tool_calls: Sequence[Mapping[str, Any]]) -> str:
+    blocks = []
+    for call in tool_calls:
+        fn = call.get("function", call)
+        raw = fn.get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+        except json.JSONDecodeError:
+            args = {"_unparsed": raw}
+        blocks.append("```action\n" + json.dumps({"tool": fn.get("name"), "args": args}, ensure_ascii=False) + "\n```")
+    return "\n".join(blocks)
+
+
+def to_text_messages(messages: Sequence[Mapping[str, Any]], tool_schemas: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """A tool-calling conversation rewritten for an endpoint without tools: the tools described in
+    the system prompt, the assistant's calls as action blocks, tool results as one user message."""
+    tools_text = render_tools_as_text(tool_schemas)
+    out: list[dict] = []
+    names: dict[str, str] = {}
+    pending: list[dict] = []
+
+    def flush() -> None:
+        if pending:
+            out.append({"role": "user", "content": format_results_as_text(list(pending))})
+            pending.clear()
+
+    for m in messages:
+        role = m.get("role")
+        if role == "tool":
+            cid = str(m.get("tool_call_id") or "")
+            pending.append({"id": cid, "name": names.get(cid, "tool"), "text": str(m.get("content") or ""), "ok": True})
+            continue
+        flush()
+        if role == "system":
+            out.append({"role": "system", "content": f"{m.get('content') or ''}\n\n{tools_text}"})
+        elif role == "assistant":
+            calls = m.get("tool_calls") or []
+            for call in calls:
+                fn = call.get("function", call)
+                names[str(call.get("id"))] = str(fn.get("name"))
+            text = str(m.get("content") or "")
+            if calls:
+                text = (text + "\n\n" if text else "") + _as_action_blocks(calls)
+            out.append({"role": "assistant", "content": text})
+        else:
+            out.append({"role": str(role), "content": m.get("content") or ""})
+    flush()
+    if not out or out[0].get("role") != "system":
+        out.insert(0, {"role": "system", "content": tools_text})
+    return out
+
+
+class TextProtocolModel:
+    """Wraps a model client (e.g. vdbbench.agent.model.OpenAIModel) for endpoints without tool
+    calling. mode "text": always the text protocol; mode "auto": native tool calls until the
+    endpoint refuses them (see looks_like_no_tool_support), then the text protocol for good.
+    A malformed reply goes back to the model with the reason, up to `format_retries` times."""
+
+    def __init__(self, inner, mode: str = "text", format_retries: int = 2):
+        if mode not in ("text", "auto"):
+            raise ValueError(f"text protocol mode must be 'text' or 'auto', got {mode!r}")
+        self.inner = inner
+        self.name = inner.name
+        self.base_url = getattr(inner, "base_url", None)
+        self.mode = mode
+        self.using_text = mode == "text"
+        self.format_retries = format_retries
+        self._calls = 0
+
+    def query(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]):
+        from vdbbench.agent.model import ModelReply, ModelUnavailable
+        from vdbbench.agent.model import ToolCall as LoopToolCall
+
+        carried: list = []
+        if not self.using_text:
+            try:
+                return self.inner.query(messages, tools)
+            except ModelUnavailable as exc:
+                if not looks_like_no_tool_support(exc):
+                    raise
+                carried = list(getattr(exc, "attempts", []))
+                self.using_text = True
+        known = [(_schema_fn(s).get("name")) for s in tools]
+        convo = to_text_messages(messages, tools)
+        for attempt in range(self.format_retries + 1):
+            reply = self.inner.query(convo, [])
+            carried += list(reply.attempts)
+            text = reply.content or ""
+            self._calls += 1
+            try:
+                actions = parse_actions(text, known, id_prefix=f"text{self._calls}")
+            except ActionFormatError as exc:
+                if attempt == self.format_retries:
+                    return ModelReply(content=f"{text}\n\n[{FORMAT_ERROR_PREFIX}{exc}]", reasoning_content=reply.reasoning_content,
+                                      tool_calls=[], attempts=carried)
+                convo = convo + [{"role": "assistant", "content": text},
+                                 {"role": "user", "content": f"{FORMAT_ERROR_PREFIX}{exc}"}]
+                continue
+            calls = [LoopToolCall(id=a.id, name=a.name, arguments=json.dumps(a.arguments)) for a in actions]
+            return ModelReply(content=text, reasoning_content=reply.reasoning_content, tool_calls=calls, attempts=carried)
+        raise AssertionError("unreachable")
