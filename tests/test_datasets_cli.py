@@ -86,7 +86,7 @@ def test_fetch_from_loopback_then_info(data_dir, tmp_path, monkeypatch, capsys):
     src = write_ann_hdf5(served / "toy-8-euclidean.hdf5", Dataset("toy", rng.random((200, 8)).astype(np.float32),
                                                                   rng.random((10, 8)).astype(np.float32), "l2"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=str(served)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         reg_file = tmp_path / "reg.toml"
         reg_file.write_text(f"""

@@ -64,7 +64,7 @@ def http_server():
     server.files, server.requests = {}, []
     server.drops_left, server.corrupt, server.ranges = 0, False, True
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
     server.shutdown()
