@@ -133,3 +133,13 @@ def test_print_report_with_no_accepted_change():
     report.print_report(j.events, console=Console(file=buf, width=120))
     text = buf.getvalue()
     assert "no change was accepted" in text and "1 build_failed" in text
+
+
+def test_runs_are_found_by_name_under_the_runs_directory(tmp_path, capsys):
+    long_session().write(tmp_path / "runs" / "20260101-fixture")
+    parser = argparse.ArgumentParser()
+    report.register_report_commands(parser.add_subparsers())
+    args = parser.parse_args(["report", "20260101-fixture", "--runs-dir", str(tmp_path / "runs"), "-o", str(tmp_path / "s.png")])
+    assert args.func(args) == 0 and (tmp_path / "s.png").exists()
+    args = parser.parse_args(["compare", "20260101-fixture", "--runs-dir", str(tmp_path / "runs"), "-o", str(tmp_path / "c.png")])
+    assert args.func(args) == 0 and "Sessions side by side on fixture" in capsys.readouterr().out

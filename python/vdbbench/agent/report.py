@@ -448,13 +448,22 @@ def _scale(args) -> bool | None:
     return {"log": True, "linear": False, "auto": None}[args.scale]
 
 
+def _resolve(run: str, runs_dir: str) -> Path:
+    """A run folder given as a path, or as a name under the runs directory."""
+    p = Path(run)
+    if not p.exists() and (Path(runs_dir) / run).exists():
+        return Path(runs_dir) / run
+    return p
+
+
 def _cmd_report(args) -> int:
     from vdbbench.cli import UsageError
 
     try:
-        events = load_events(args.run)
-        out = Path(args.output) if args.output else journal_path(args.run).parent / "staircase.png"
-        staircase(args.run, out, log=_scale(args))
+        run = _resolve(args.run, args.runs_dir)
+        events = load_events(run)
+        out = Path(args.output) if args.output else journal_path(run).parent / "staircase.png"
+        staircase(run, out, log=_scale(args))
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     print_report(events, png=str(out))
@@ -465,7 +474,7 @@ def _cmd_compare(args) -> int:
     from vdbbench.cli import UsageError
 
     try:
-        rows = compare_runs(args.runs, args.output, log=_scale(args), labels=args.label)
+        rows = compare_runs([_resolve(r, args.runs_dir) for r in args.runs], args.output, log=_scale(args), labels=args.label)
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     print_comparison(rows, png=str(args.output))
@@ -479,7 +488,8 @@ def register_report_commands(agent_subparsers) -> None:
         description="Draw the session's staircase (best QPS and every submission by outcome vs iteration) "
                     "and print its accepted changes and totals, all from the journal.",
     )
-    p.add_argument("run", metavar="RUN", help="the session folder (holding journal.jsonl)")
+    p.add_argument("run", metavar="RUN", help="the session folder (holding journal.jsonl), or its name under --runs-dir")
+    p.add_argument("--runs-dir", default="runs", help="where sessions live (default ./runs)")
     p.add_argument("-o", "--output", metavar="PNG", help="where to write the plot (default RUN/staircase.png)")
     p.add_argument("--scale", choices=("auto", "log", "linear"), default="auto",
                    help="QPS axis: log when QPS spans more than 20x (auto, the default), or forced")
@@ -489,7 +499,8 @@ def register_report_commands(agent_subparsers) -> None:
         "compare", help="several sessions side by side (best QPS curves on one plot, and a table)",
         description="Put several sessions (say, two models on the same task) side by side.",
     )
-    c.add_argument("runs", metavar="RUN", nargs="+", help="session folders")
+    c.add_argument("runs", metavar="RUN", nargs="+", help="session folders, or names under --runs-dir")
+    c.add_argument("--runs-dir", default="runs", help="where sessions live (default ./runs)")
     c.add_argument("-o", "--output", metavar="PNG", default="agent-compare.png", help="the plot (default agent-compare.png)")
     c.add_argument("--label", action="append", metavar="TEXT", help="legend label per run, in order (default: model and run name)")
     c.add_argument("--scale", choices=("auto", "log", "linear"), default="auto", help="QPS axis scale")
