@@ -178,3 +178,23 @@ def test_review_after_a_plateau_once_per_n_and_reset_by_a_gain():
     j.submit("accepted", qps=1200.0, recall=0.96, message="two-level routing")
     assert not should_review(j.events, 1)
     assert "call the `profile` tool" in review_prompt(j.events, None)
+
+
+def test_state_across_calls_alone_is_a_note_not_a_flag():
+    # The engine's own pool of thread pools: a global map, but keyed by thread count, not by queries.
+    diff = """\
+--- a/src/pool.rs
++++ b/src/pool.rs
+@@ -10,2 +10,9 @@
++fn pools() -> &'static Mutex<HashMap<usize, Arc<ThreadPool>>> {
++    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
++    POOLS.get_or_init(Default::default)
++}
++fn pool(threads: usize) -> ThreadPool {
++    ThreadPoolBuilder::new().num_threads(threads).build().unwrap()
++}
+"""
+    result = audit_diff(diff)
+    assert result.verdict == "clean", result.texts()
+    assert {f.rule for f in result.findings} == {"global-state", "thread-pool"}
+    assert rules(audit_diff(diff + "+    rayon::ThreadPoolBuilder::new().build_global().unwrap();\n")) == {"threads"}

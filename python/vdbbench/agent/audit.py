@@ -26,8 +26,11 @@ _RULES: tuple[tuple[str, str, re.Pattern[str], str], ...] = tuple(
         ("network", "flag",
          r"\bstd::net\b|\bTcp(Stream|Listener)\b|\bUdpSocket\b|\b(reqwest|hyper|ureq|tokio::net)\b",
          "opens network connections"),
+        ("thread-pool", "note",
+         r"\bThreadPoolBuilder\b",
+         "builds its own thread pool (fine when it honours the threads= argument; the harness pins the process)"),
         ("threads", "flag",
-         r"\bThreadPoolBuilder\b|\bbuild_global\s*\(|\b(RAYON|OMP|OPENBLAS|MKL)_NUM_THREADS\b|\bsched_setaffinity\b|\bcore_affinity\b|\bset_priority\b",
+         r"\bbuild_global\s*\(|\b(RAYON|OMP|OPENBLAS|MKL)_NUM_THREADS\b|\bsched_setaffinity\b|\bcore_affinity\b|\bset_priority\b",
          "changes the thread settings the harness pins"),
         ("timer", "flag",
          r"\bthread::sleep\b|\bSystemTime\b|\bUNIX_EPOCH\b|\bclock_gettime\b|\brdtsc\b|\bperf_counter\b|\btime\.time\b",
@@ -35,13 +38,13 @@ _RULES: tuple[tuple[str, str, re.Pattern[str], str], ...] = tuple(
         ("timer-read", "note",
          r"\bInstant::now\s*\(",
          "reads a monotonic clock (fine for per-stage statistics; must not change results)"),
-        ("global-state", "flag",
+        ("global-state", "note",
          r"\bstatic\s+mut\b|\bthread_local!|\blazy_static!|\b(OnceLock|OnceCell|LazyLock|Lazy)\s*<[^>]*(Mutex|RwLock|HashMap|BTreeMap|Vec|RefCell)|\bstatic\s+\w+\s*:\s*[^=]*(Mutex|RwLock|HashMap|AtomicPtr)",
          "keeps mutable state across calls in a global (a place to cache answers)"),
         ("query-hash", "flag",
          r"\b(DefaultHasher|SipHasher|FxHasher|AHasher|XxHash\w*|Xxh3|crc32\w*|blake3|sha2|md5)\b|\.hash\s*\(\s*&mut\b|\bhash_slice\b|\bto_bits\s*\(\s*\)\s*\)?\s*\.hash|HashMap\s*<\s*(Vec\s*<\s*(u8|u32|u64|f32)|\[\s*(u8|u32|u64)|u64\s*,\s*\(?\s*Vec)|\bcast_slice::<\s*f32\s*,\s*u8",
          "hashes vector/query contents or keys a map by them (answers cached by query bytes)"),
-        ("result-cache", "flag",
+        ("result-cache", "note",
          r"(?i)\b\w*(cache|memo)\w*\s*[:=].*\b(HashMap|BTreeMap|HashSet|LruCache|lru)\b|\b(HashMap|BTreeMap)\b.*\b\w*(cache|memo)\w*",
          "stores results in a cache keyed across search calls"),
         ("size-threshold", "note",
@@ -56,6 +59,7 @@ _RULES: tuple[tuple[str, str, re.Pattern[str], str], ...] = tuple(
     )
 )
 
+_ESCALATED_BY_QUERY_HASH = frozenset({"global-state", "result-cache"})
 _CARGO_DEP = re.compile(r"^\s*[A-Za-z0-9_-]+\s*=\s*(\"|\{)")
 
 
@@ -159,6 +163,10 @@ def audit_diff(diff_text: str) -> AuditResult:
         for rule, severity, pattern, why in _RULES:
             if pattern.search(code):
                 findings.append(Finding(rule, severity, where, f"{why}: `{code.strip()[:120]}`"))
+    # State kept across calls is common and legitimate (a pool of thread pools, decoded lists);
+    # together with hashing query contents it is the shape of an answer cache, and flags.
+    if any(f.rule == "query-hash" for f in findings):
+        findings = [Finding(f.rule, "flag", f.where, f.text) if f.rule in _ESCALATED_BY_QUERY_HASH else f for f in findings]
     verdict = "flagged" if any(f.severity == "flag" for f in findings) else "clean"
     return AuditResult(verdict, tuple(findings))
 
