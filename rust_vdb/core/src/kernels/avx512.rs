@@ -448,8 +448,20 @@ macro_rules! l2_u8_kernels {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
 unsafe fn absdiff_widen(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
     let d = _mm512_or_si512(_mm512_subs_epu8(a, b), _mm512_subs_epu8(b, a));
-    // even bytes by a mask, odd bytes by a shift: no shuffle-port work
-    (_mm512_and_si512(d, _mm512_set1_epi16(0x00FF)), _mm512_srli_epi16::<8>(d))
+    // even bytes by a mask, odd bytes by a shift: measured faster than unpacks with madd
+    (
+        _mm512_and_si512(d, _mm512_set1_epi16(0x00FF)),
+        _mm512_srli_epi16::<8>(d),
+    )
+}
+
+/// As `absdiff_widen`, by unpacking with zero: measured faster with vpdpwssd (VNNI).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+unsafe fn absdiff_unpack(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
+    let d = _mm512_or_si512(_mm512_subs_epu8(a, b), _mm512_subs_epu8(b, a));
+    let z = _mm512_setzero_si512();
+    (_mm512_unpacklo_epi8(d, z), _mm512_unpackhi_epi8(d, z))
 }
 
 #[inline]
@@ -465,7 +477,7 @@ unsafe fn step_madd(a: __m512i, b: __m512i, lo: __m512i, hi: __m512i) -> (__m512
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn step_vnni(a: __m512i, b: __m512i, lo: __m512i, hi: __m512i) -> (__m512i, __m512i) {
-    let (dl, dh) = absdiff_widen(a, b);
+    let (dl, dh) = absdiff_unpack(a, b);
     (
         _mm512_dpwssd_epi32(lo, dl, dl),
         _mm512_dpwssd_epi32(hi, dh, dh),
@@ -486,7 +498,7 @@ unsafe fn step1_madd(a: __m512i, b: __m512i, acc: __m512i) -> __m512i {
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn step1_vnni(a: __m512i, b: __m512i, acc: __m512i) -> __m512i {
-    let (dl, dh) = absdiff_widen(a, b);
+    let (dl, dh) = absdiff_unpack(a, b);
     _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(acc, dl, dl), dh, dh)
 }
 
