@@ -345,6 +345,7 @@ fn bandwidth(o: &Opts) {
     let k = kernels::kernels();
     let mut out = vec![0u32; 256];
     let block = 256 * dim;
+    let scanned = (nrows / 256 * block) as f64;
     let best = (0..5)
         .map(|_| {
             let t = Instant::now();
@@ -352,11 +353,33 @@ fn bandwidth(o: &Opts) {
                 (k.l2_u8_batch)(&q, rows, &mut out);
                 black_box(&out);
             }
-            (nrows / 256 * block) as f64 / t.elapsed().as_nanos() as f64
+            scanned / t.elapsed().as_nanos() as f64
         })
         .fold(0f64, f64::max);
     println!(
         "  l2_u8_batch({}) over {} MiB, 1 thread: {best:>7.2} GB/s",
+        k.name, o.bandwidth_mib
+    );
+    let terms: Vec<i32> = bytes[..nrows * dim]
+        .chunks_exact(dim)
+        .map(k.u8_row_term)
+        .collect();
+    let best = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for (rows, terms) in bytes[..nrows * dim]
+                .chunks_exact(block)
+                .zip(terms.chunks_exact(256))
+            {
+                (k.l2_u8_batch_pre)(&q, rows, terms, &mut out);
+                black_box(&out);
+            }
+            // the row terms are read too
+            (scanned + (terms.len() * 4) as f64) / t.elapsed().as_nanos() as f64
+        })
+        .fold(0f64, f64::max);
+    println!(
+        "  l2_u8_batch_pre({}) over {} MiB (+ row terms), 1 thread: {best:>7.2} GB/s",
         k.name, o.bandwidth_mib
     );
 }
