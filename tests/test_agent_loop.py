@@ -185,9 +185,11 @@ def test_candidate_faults_are_rejections_not_a_dead_harness(cargo_target, user_r
     assert got["the real gain, still judged"]["outcome"] == "accepted"
     assert end["reason"] == "model_finished"
     assert time.monotonic() - t0 < 120
-    # No candidate process outlived its evaluation.
-    leftovers = subprocess.run(["pgrep", "-f", "harness_worker.py"], capture_output=True, text=True).stdout.split()
-    assert not [p for p in leftovers if int(p) != os.getpid()]
+    # No candidate process (nor anything in its process group) outlived its evaluation.
+    assert len(session.evaluator.spawned) >= 8
+    for pid in session.evaluator.spawned:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
 
 
 # -- a loopback OpenAI-compatible endpoint ------------------------------------------------------

@@ -47,6 +47,9 @@ def _model_args(p, required: bool) -> None:
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (default: the SDK's, or the session's); key from OPENAI_API_KEY")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per model request (default 300)")
     p.add_argument("--max-retries", type=int, default=6, help="retries on time-outs, 429 and 5xx (default 6)")
+    p.add_argument("--tool-protocol", choices=("auto", "native", "text"), default="auto",
+                   help="native: JSON-schema tool calls; text: actions in fenced blocks, for endpoints "
+                        "without tool calling; auto (default): native until the endpoint refuses tools")
 
 
 def _common_args(p) -> None:
@@ -71,7 +74,12 @@ def _model(name: str, base_url: str | None, args):
     key = os.environ.get("OPENAI_API_KEY")
     if not key and not base_url:
         raise UsageError("set OPENAI_API_KEY (or give --base-url of a local endpoint that needs no key)")
-    return OpenAIModel(name, base_url=base_url, api_key=key, timeout_s=args.timeout, max_retries=args.max_retries)
+    model = OpenAIModel(name, base_url=base_url, api_key=key, timeout_s=args.timeout, max_retries=args.max_retries)
+    if args.tool_protocol == "native":
+        return model
+    from vdbbench.agent.text_protocol import TextProtocolModel
+
+    return TextProtocolModel(model, mode=args.tool_protocol)
 
 
 def _prices(args):

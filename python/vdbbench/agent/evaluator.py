@@ -45,49 +45,36 @@ class EvalData:
     fresh: Split
 
 
-def exact_knn(base: np.ndarray, queries: np.ndarray, k: int, metric: str, block: int = 1024):
-    """Exact top-k ids and natural-unit distances, in query blocks (never a full nq x n matrix)."""
-    import faiss
-
-    x = np.ascontiguousarray(base, dtype=np.float32)
-    q = np.ascontiguousarray(queries, dtype=np.float32)
-    if metric == "cosine":
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-30)
-        q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-30)
-    index = faiss.IndexFlatL2(x.shape[1]) if metric == "l2" else faiss.IndexFlatIP(x.shape[1])
-    index.add(x)
-    ids = np.empty((q.shape[0], k), dtype=np.int64)
-    dist = np.empty((q.shape[0], k), dtype=np.float32)
-    for s in range(0, q.shape[0], block):
-        d, i = index.search(q[s: s + block], k)
-        ids[s: s + block] = i
-        if metric == "l2":
-            dist[s: s + block] = np.sqrt(np.maximum(d, 0))
-        elif metric == "ip":
-            dist[s: s + block] = -d
-        else:
-            dist[s: s + block] = 1.0 - d
-    return ids, dist
-
-
 def make_eval_data(card: TaskCard) -> EvalData:
-    """Generate the card's data set; dev, held-out and fresh queries are disjoint draws of the
-    generator's query process, with exact ground truth."""
-    from vdbbench.datasets import synth
+    """The card's data set with disjoint dev, held-out and fresh query splits and exact ground truth.
+
+    Generated sets draw all three splits from the generator's query process in one call (so they
+    are disjoint draws of the same distribution); registered sets (e.g. sift-1m) split their own
+    query file, which must hold enough queries.
+    """
+    from vdbbench.datasets import compute_groundtruth, load_dataset, synth
 
     ds = card.dataset
     nq = ds.dev_queries + ds.heldout_queries + ds.fresh_queries
+    metric = ds.metric
     if ds.generator == "synth_sift":
         base, queries = synth.synth_sift(ds.n, nq, seed=ds.seed, dim=ds.dim)
-    else:
+    elif ds.generator == "synth_float":
         base, queries = synth.synth_float(ds.n, nq, dim=ds.dim, seed=ds.seed)
+    else:
+        loaded = load_dataset(ds.name, seed=ds.seed, progress=False)
+        base, queries, metric = loaded.train, loaded.test, loaded.metric
+        if queries.shape[0] < nq:
+            raise ValueError(f"data set {ds.name} has {queries.shape[0]} queries; the task's splits need {nq}")
+        queries = queries[:nq]
     k = max(card.objective.k, 10)
     cuts = np.cumsum([ds.dev_queries, ds.heldout_queries])
     splits = []
-    for q in np.split(queries, cuts):
-        ids, dist = exact_knn(base, q, k, ds.metric)
-        splits.append(Split(np.ascontiguousarray(q), ids, dist))
-    return EvalData(base, ds.metric, *splits)
+    for q in np.split(np.asarray(queries, dtype=np.float32), cuts):
+        q = np.ascontiguousarray(q)
+        ids, dist = compute_groundtruth(base, q, metric, k=k)
+        splits.append(Split(q, ids, dist))
+    return EvalData(np.ascontiguousarray(base, dtype=np.float32), metric, *splits)
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -295,10 +282,13 @@ class Evaluator:
         self.logs = run_dir / "eval-logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self._n = 0
+        self.spawned: list[int] = []  # pids of every candidate process, so tests can check none survived
 
     def _spawn(self, library: Path, tag: str, deadline: float) -> CandidateProcess:
         self._n += 1
-        return CandidateProcess(library, self.card, self.logs / f"{self._n:05d}-{tag}.log", deadline)
+        proc = CandidateProcess(library, self.card, self.logs / f"{self._n:05d}-{tag}.log", deadline)
+        self.spawned.append(proc.proc.pid)
+        return proc
 
     def run(self, split: str, candidate: Path, best: Path | None, *, stats: bool = False) -> EvalReport:
         """Interleaved repeats: repeat r sends slice r of the split to each process (so no

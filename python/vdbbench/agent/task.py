@@ -54,7 +54,7 @@ class Entry:
 
 @dataclass
 class DatasetSpec:
-    name: str  # a vdbbench.datasets name ("synth-sift-20000") or a generator spec below
+    name: str  # a vdbbench.datasets name: generated ("synth-sift-20k") or registered ("sift-1m")
     generator: str = ""  # "synth_sift" | "synth_float"; derived from name when empty
     n: int = 0
     dim: int = 128
@@ -165,13 +165,14 @@ def _section(data: dict, name: str, cls, required: bool, where: str):
         raise TaskError(f"{where}: [{name}]: {exc}") from None
 
 
-def parse_dataset_name(name: str) -> tuple[str, int]:
-    """`synth-sift-20000` / `synth-float-100k` -> ("synth_sift", 20000)."""
-    m = re.fullmatch(r"synth-(sift|float)-(\d+)([km]?)", name)
-    if not m:
-        raise TaskError(f"dataset {name!r}: expected a generated set named synth-sift-<n> or synth-float-<n> (e.g. synth-sift-20k)")
-    n = int(m.group(2)) * {"": 1, "k": 1000, "m": 1_000_000}[m.group(3)]
-    return f"synth_{m.group(1)}", n
+def parse_dataset_name(name: str) -> tuple[str, int] | None:
+    """`synth-sift-20000` / `synth-float-100k` -> ("synth_sift", 20000); None for other names."""
+    from vdbbench.datasets.loader import parse_synth_name
+
+    parsed = parse_synth_name(name)
+    if parsed is None:
+        return None
+    return f"synth_{parsed[0]}", parsed[1]
 
 
 def load_task(path: str | Path) -> TaskCard:
@@ -212,11 +213,13 @@ def load_task(path: str | Path) -> TaskCard:
 def _validate(card: TaskCard, where: str) -> None:
     ds = card.dataset
     if not ds.generator:
-        ds.generator, n = parse_dataset_name(ds.name)
-        ds.n = ds.n or n
-    if ds.generator not in ("synth_sift", "synth_float"):
+        parsed = parse_dataset_name(ds.name)
+        if parsed is not None:
+            ds.generator, n = parsed
+            ds.n = ds.n or n
+    if ds.generator and ds.generator not in ("synth_sift", "synth_float"):
         raise TaskError(f"{where}: [dataset] generator {ds.generator!r}: expected synth_sift or synth_float")
-    if ds.n <= 0:
+    if ds.generator and ds.n <= 0:
         raise TaskError(f"{where}: [dataset] n must be positive")
     if ds.metric not in ("l2", "ip", "cosine"):
         raise TaskError(f"{where}: [dataset] metric {ds.metric!r}: expected l2, ip or cosine")
