@@ -18,8 +18,11 @@ use crate::search_stats::SearchStats;
 use crate::topk::{Hit, TopK};
 use crate::validate;
 
-/// Queries per parallel task.
-const QUERY_BLOCK: usize = 8;
+/// Queries per parallel task: also the block routed by one matrix product.
+const QUERY_BLOCK: usize = 32;
+/// Blocks with fewer queries route query by query with the kernels (a matrix product packs
+/// every centroid first, which only pays off over several queries).
+const ROUTE_GEMM_MIN: usize = 4;
 /// Queries (or added vectors) between two interrupt checks.
 const INTERRUPT_EVERY: usize = 1024;
 /// The `nprobe` used when the caller gives none (clamped to nlist).
@@ -94,7 +97,11 @@ pub struct InvList {
 impl InvList {
     /// Recomputes the derived per-vector terms (after loading).
     pub fn fill_terms(&mut self, dim: usize) {
-        self.terms = self.codes.chunks_exact(dim).map(crate::kernels::scalar::u8_row_term).collect();
+        self.terms = self
+            .codes
+            .chunks_exact(dim)
+            .map(crate::kernels::scalar::u8_row_term)
+            .collect();
     }
 
     pub fn len(&self) -> usize {
@@ -123,6 +130,8 @@ pub struct IvfIndex {
     pub(crate) nlist_request: Option<usize>,
     /// nlist rows of dim (empty until trained).
     pub(crate) centroids: Vec<f32>,
+    /// Squared norms of the centroids (derived: routing scores ||c||^2 - 2 <q, c>).
+    pub(crate) cnorms: Vec<f32>,
     pub(crate) sq: Option<Sq8>,
     pub(crate) lists: Vec<InvList>,
     pub(crate) ntotal: usize,
@@ -131,10 +140,11 @@ pub struct IvfIndex {
 /// Per-thread buffers reused across queries and calls: a search allocates nothing per query.
 #[derive(Default)]
 struct Scratch {
-    q: Vec<f32>,
+    /// A block of (normalised) queries and their inner products with every centroid.
+    qblock: Vec<f32>,
+    dots: Vec<f32>,
     qcodes: Vec<u8>,
     qscaled: Vec<f32>,
-    cdist: Vec<f32>,
     order: Vec<(f32, u32)>,
     fbuf: Vec<f32>,
     ubuf: Vec<u32>,
@@ -169,6 +179,7 @@ impl IvfIndex {
             seed,
             nlist_request: nlist,
             centroids: Vec::new(),
+            cnorms: Vec::new(),
             sq: None,
             lists: Vec::new(),
             ntotal: 0,
@@ -217,7 +228,13 @@ impl IvfIndex {
         let lists: usize = self
             .lists
             .iter()
-            .map(|l| l.ids.len() * 8 + l.codes.len() + l.vf16.len() * 2 + l.vf32.len() * 4 + l.terms.len() * 4)
+            .map(|l| {
+                l.ids.len() * 8
+                    + l.codes.len()
+                    + l.vf16.len() * 2
+                    + l.vf32.len() * 4
+                    + l.terms.len() * 4
+            })
             .sum();
         let sq = self
             .sq
@@ -274,6 +291,7 @@ impl IvfIndex {
             _ => None,
         };
         // Commit only now: a failed or interrupted training leaves the index as it was.
+        self.cnorms = kmeans::row_norms(&km.centroids, self.dim);
         self.centroids = km.centroids;
         self.sq = sq;
         self.lists = vec![InvList::default(); nlist];
@@ -491,27 +509,81 @@ impl IvfIndex {
             let mut scratch = cell.borrow_mut();
             let mut stats = SearchStats::default();
             let kern = kernels();
-            for (qi, q) in qs.chunks_exact(self.dim).enumerate() {
-                let k = p.k;
-                self.search_one(
-                    kern,
-                    q,
-                    p,
-                    &mut scratch,
-                    &mut stats,
-                    &mut out_d[qi * k..(qi + 1) * k],
-                    &mut out_i[qi * k..(qi + 1) * k],
-                );
+            let (dim, k, nlist) = (self.dim, p.k, self.lists.len());
+            let mut qblock = std::mem::take(&mut scratch.qblock);
+            let mut dots = std::mem::take(&mut scratch.dots);
+            for ((sub, dd), ii) in qs
+                .chunks(QUERY_BLOCK * dim)
+                .zip(out_d.chunks_mut(QUERY_BLOCK * k))
+                .zip(out_i.chunks_mut(QUERY_BLOCK * k))
+            {
+                let t0 = Instant::now();
+                let m = sub.len() / dim;
+                qblock.clear();
+                qblock.extend_from_slice(sub);
+                if self.metric == Metric::Cosine {
+                    normalize_rows(&mut qblock, dim);
+                }
+                dots.resize(m * nlist, 0.0);
+                self.centroid_dots(kern, &qblock, m, &mut dots);
+                stats.routing_s += t0.elapsed().as_secs_f64();
+                for qi in 0..m {
+                    self.search_one(
+                        kern,
+                        &qblock[qi * dim..(qi + 1) * dim],
+                        &dots[qi * nlist..(qi + 1) * nlist],
+                        p,
+                        &mut scratch,
+                        &mut stats,
+                        &mut dd[qi * k..(qi + 1) * k],
+                        &mut ii[qi * k..(qi + 1) * k],
+                    );
+                }
             }
+            scratch.qblock = qblock;
+            scratch.dots = dots;
             stats
         })
+    }
+
+    /// Inner products of m queries with every centroid (m x nlist): one matrix product for
+    /// a block, the dot kernel for a query or two.
+    fn centroid_dots(&self, kern: &Kernels, qblock: &[f32], m: usize, dots: &mut [f32]) {
+        let (dim, nlist) = (self.dim, self.lists.len());
+        if m >= ROUTE_GEMM_MIN {
+            // SAFETY: qblock is m x dim row-major, centroids nlist x dim row-major read as
+            // their transpose (dim x nlist), dots is m x nlist row-major; lengths match.
+            unsafe {
+                matrixmultiply::sgemm(
+                    m,
+                    dim,
+                    nlist,
+                    1.0,
+                    qblock.as_ptr(),
+                    dim as isize,
+                    1,
+                    self.centroids.as_ptr(),
+                    1,
+                    dim as isize,
+                    0.0,
+                    dots.as_mut_ptr(),
+                    nlist as isize,
+                    1,
+                );
+            }
+        } else {
+            for (q, row) in qblock.chunks_exact(dim).zip(dots.chunks_exact_mut(nlist)) {
+                (kern.dot_f32_batch)(q, &self.centroids, row);
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
     fn search_one(
         &self,
         kern: &Kernels,
-        query: &[f32],
+        q: &[f32],
+        dots: &[f32],
         p: &SearchParams,
         s: &mut Scratch,
         stats: &mut SearchStats,
@@ -523,26 +595,20 @@ impl IvfIndex {
         let sim = self.metric.is_similarity();
         let t0 = Instant::now();
 
-        // Routing: score every centroid, keep the nprobe best (ties to the smaller list).
-        s.q.clear();
-        s.q.extend_from_slice(query);
-        if self.metric == Metric::Cosine {
-            normalize_rows(&mut s.q, dim);
-        }
-        let q = &s.q[..];
-        s.cdist.resize(nlist, 0.0);
-        if sim {
-            (kern.dot_f32_batch)(q, &self.centroids, &mut s.cdist);
-        } else {
-            (kern.l2_f32_batch)(q, &self.centroids, &mut s.cdist);
-        }
+        // Routing: rank the centroids by ||c||^2 - 2 <q, c> (l2) or -<q, c>, keep the
+        // nprobe best (ties to the smaller list).
         s.order.clear();
-        s.order.extend(
-            s.cdist
-                .iter()
-                .enumerate()
-                .map(|(i, &c)| (if sim { -c } else { c }, i as u32)),
-        );
+        if sim {
+            s.order
+                .extend(dots.iter().enumerate().map(|(i, &d)| (-d, i as u32)));
+        } else {
+            s.order.extend(
+                dots.iter()
+                    .zip(&self.cnorms)
+                    .enumerate()
+                    .map(|(i, (&d, &c))| (c - 2.0 * d, i as u32)),
+            );
+        }
         let by_score = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
         if p.nprobe < nlist {
             s.order.select_nth_unstable_by(p.nprobe - 1, by_score);
@@ -637,6 +703,9 @@ impl IvfIndex {
                         s.best.push(h.score * scale, h.id, ());
                     }
                 } else {
+                    // Rescore in storage order (list, row): neighbouring rows, fewer misses.
+                    // The result does not depend on the order (the heap breaks ties by id).
+                    s.cand_sorted.sort_unstable_by_key(|h| h.payload);
                     for h in &s.cand_sorted {
                         let list = &self.lists[(h.payload >> 32) as usize];
                         let j = (h.payload & 0xFFFF_FFFF) as usize;

@@ -76,26 +76,42 @@ fn write_index<W: Write>(w: &mut CrcWriter<W>, idx: &IvfIndex) -> std::io::Resul
 /// Writes `idx` to `path`: to a temporary file in the same directory first, renamed over
 /// `path` only once complete and flushed, so a failed save never damages an existing file.
 pub fn save(idx: &IvfIndex, path: &Path) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| VdbError::InvalidInput(format!("cannot save to {}: not a file path", path.display())))?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| {
+        VdbError::InvalidInput(format!(
+            "cannot save to {}: not a file path",
+            path.display()
+        ))
+    })?;
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(format!(".tmp{}", std::process::id()));
     let tmp: PathBuf = dir.join(tmp_name);
     let result = (|| -> Result<()> {
         let f = File::create(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
-        let mut w = CrcWriter { inner: BufWriter::with_capacity(1 << 20, f), crc: crc32fast::Hasher::new() };
+        let mut w = CrcWriter {
+            inner: BufWriter::with_capacity(1 << 20, f),
+            crc: crc32fast::Hasher::new(),
+        };
         write_index(&mut w, idx).map_err(io(format!("cannot write {}", tmp.display())))?;
         let crc = w.crc.clone().finalize();
-        w.inner.write_all(&crc.to_le_bytes()).map_err(io(format!("cannot write {}", tmp.display())))?;
+        w.inner
+            .write_all(&crc.to_le_bytes())
+            .map_err(io(format!("cannot write {}", tmp.display())))?;
         let f = w.inner.into_inner().map_err(|e| VdbError::Io {
             context: format!("cannot write {}", tmp.display()),
             source: e.into_error(),
         })?;
-        f.sync_all().map_err(io(format!("cannot flush {}", tmp.display())))?;
-        std::fs::rename(&tmp, path).map_err(io(format!("cannot rename {} to {}", tmp.display(), path.display())))
+        f.sync_all()
+            .map_err(io(format!("cannot flush {}", tmp.display())))?;
+        std::fs::rename(&tmp, path).map_err(io(format!(
+            "cannot rename {} to {}",
+            tmp.display(),
+            path.display()
+        )))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -135,13 +151,19 @@ impl<'a> Reader<'a> {
     }
     fn count(&mut self, what: &str) -> Result<usize> {
         let v = self.u64(what)?;
-        usize::try_from(v).ok().filter(|&v| v <= self.buf.len()).ok_or_else(|| {
-            VdbError::CorruptFile(format!("{}: implausible {what} {v}", self.path.display()))
-        })
+        usize::try_from(v)
+            .ok()
+            .filter(|&v| v <= self.buf.len())
+            .ok_or_else(|| {
+                VdbError::CorruptFile(format!("{}: implausible {what} {v}", self.path.display()))
+            })
     }
     fn vec<T: bytemuck::Pod>(&mut self, n: usize, what: &str) -> Result<Vec<T>> {
         let bytes = n.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            VdbError::CorruptFile(format!("{}: implausible size of {what}", self.path.display()))
+            VdbError::CorruptFile(format!(
+                "{}: implausible size of {what}",
+                self.path.display()
+            ))
         })?;
         let src = self.take(bytes, what)?;
         let mut v = vec![T::zeroed(); n];
@@ -159,16 +181,23 @@ fn corrupt(path: &Path, msg: impl std::fmt::Display) -> VdbError {
 pub fn load(path: &Path) -> Result<IvfIndex> {
     let mut f = File::open(path).map_err(io(format!("cannot open {}", path.display())))?;
     let mut bytes = Vec::new();
-    f.read_to_end(&mut bytes).map_err(io(format!("cannot read {}", path.display())))?;
+    f.read_to_end(&mut bytes)
+        .map_err(io(format!("cannot read {}", path.display())))?;
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
-        return Err(corrupt(path, "not a vdbbench IvfIndex file (wrong magic bytes)"));
+        return Err(corrupt(
+            path,
+            "not a vdbbench IvfIndex file (wrong magic bytes)",
+        ));
     }
     if bytes.len() < MAGIC.len() + 4 + 4 {
         return Err(corrupt(path, "truncated header"));
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
     if version != FORMAT_VERSION {
-        return Err(corrupt(path, format!("format version {version}; this build reads version {FORMAT_VERSION}")));
+        return Err(corrupt(
+            path,
+            format!("format version {version}; this build reads version {FORMAT_VERSION}"),
+        ));
     }
     let (body, tail) = bytes.split_at(bytes.len() - 4);
     let stored = u32::from_le_bytes(tail.try_into().unwrap());
@@ -179,10 +208,16 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
             format!("checksum mismatch (stored {stored:08x}, computed {actual:08x}): the file is truncated or damaged"),
         ));
     }
-    let mut r = Reader { buf: body, pos: 12, path };
+    let mut r = Reader {
+        buf: body,
+        pos: 12,
+        path,
+    };
     let dim = r.u32("dim")? as usize;
-    let metric = Metric::from_code(r.u8("metric")?).ok_or_else(|| corrupt(path, "unknown metric code"))?;
-    let storage = Storage::from_code(r.u8("storage")?).ok_or_else(|| corrupt(path, "unknown storage code"))?;
+    let metric =
+        Metric::from_code(r.u8("metric")?).ok_or_else(|| corrupt(path, "unknown metric code"))?;
+    let storage = Storage::from_code(r.u8("storage")?)
+        .ok_or_else(|| corrupt(path, "unknown storage code"))?;
     let trained = r.u8("trained flag")? != 0;
     let has_sq = r.u8("quantizer flag")? != 0;
     let nlist_request = match r.u64("nlist")? {
@@ -218,17 +253,44 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         let codes = r.vec::<u8>(cn, &what)?;
         let vf16 = r.vec::<f16>(hn, &what)?;
         let vf32 = r.vec::<f32>(fn_, &what)?;
-        let mut list = InvList { ids, codes, vf16, vf32, terms: Vec::new() };
+        let mut list = InvList {
+            ids,
+            codes,
+            vf16,
+            vf32,
+            terms: Vec::new(),
+        };
         if storage == Storage::U8F16 && metric == Metric::L2 {
             list.fill_terms(dim);
         }
         lists.push(list);
     }
     if total != ntotal {
-        return Err(corrupt(path, format!("lists hold {total} vectors but the header says {ntotal}")));
+        return Err(corrupt(
+            path,
+            format!("lists hold {total} vectors but the header says {ntotal}"),
+        ));
     }
     if r.pos != body.len() {
-        return Err(corrupt(path, format!("{} unexpected bytes after the last list", body.len() - r.pos)));
+        return Err(corrupt(
+            path,
+            format!(
+                "{} unexpected bytes after the last list",
+                body.len() - r.pos
+            ),
+        ));
     }
-    Ok(IvfIndex { dim, metric, storage, seed, nlist_request, centroids, sq, lists, ntotal })
+    let cnorms = crate::kmeans::row_norms(&centroids, dim);
+    Ok(IvfIndex {
+        dim,
+        metric,
+        storage,
+        seed,
+        nlist_request,
+        centroids,
+        cnorms,
+        sq,
+        lists,
+        ntotal,
+    })
 }

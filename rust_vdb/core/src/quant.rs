@@ -9,6 +9,13 @@
 //!   than per-dimension steps would give them, and the query is rounded to the same grid.
 //! - ip / cosine: steps are per dimension at no cost, since
 //!   <q, min + step*c> = <q, min> + <q*step, c> is one `dot_f32_u8` with a pre-scaled query.
+//! - Integer-valued training data whose ranges fit in 256 levels (SIFT descriptors) get
+//!   step 1: the codes are then the values themselves, lossless.
+//!
+//! Measured trade-off of the common L2 step (exact scan, u8 distances only, recall@10 on 300
+//! queries, /tmp/sqexp-style numpy simulation): synth-float-20k (d=64): common step 0.951,
+//! per-dimension steps 0.964 (0.978 with an unrounded f32 query, which needs a float kernel);
+//! synth-sift-20k with a fractional step: 0.984 vs 0.988. The f16 rerank recovers the rest.
 
 use crate::metric::Metric;
 
@@ -33,7 +40,16 @@ impl Sq8 {
             }
         }
         let ranges: Vec<f32> = lo.iter().zip(&hi).map(|(l, h)| (h - l).max(0.0)).collect();
-        let step_of = |r: f32| if r > 0.0 { r / 255.0 } else { 1.0 };
+        let integral = data.iter().all(|v| v.fract() == 0.0);
+        let step_of = |r: f32| {
+            if integral && r <= 255.0 {
+                1.0 // lossless: every integer of the range has its own code
+            } else if r > 0.0 {
+                r / 255.0
+            } else {
+                1.0
+            }
+        };
         let step = match metric {
             Metric::L2 => {
                 let widest = ranges.iter().cloned().fold(0.0f32, f32::max);
@@ -110,5 +126,13 @@ mod tests {
         let mut c = [0u8; 4];
         q.encode(&[3.0, 100.0, 255.0, 0.0], &mut c);
         assert_eq!(c, [3, 100, 255, 0]);
+        // A narrower integer range (SIFT-like, 0..=120) keeps step 1 rather than 120/255.
+        let narrow: Vec<f32> = (0..121 * 4).map(|i| (i / 4) as f32).collect();
+        let q = Sq8::train(&narrow, 4, Metric::L2);
+        assert_eq!(q.step, vec![1.0; 4]);
+        // Fractional data gets the widest range over 255 levels.
+        let frac: Vec<f32> = narrow.iter().map(|v| v * 0.5).collect();
+        let q = Sq8::train(&frac, 4, Metric::L2);
+        assert_eq!(q.step, vec![60.0 / 255.0; 4]);
     }
 }
