@@ -47,6 +47,7 @@ def parse_args():
     p.add_argument("--threads", type=str, default="1,2")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--single", type=int, default=300, help="queries timed one per call")
+    p.add_argument("--storages", type=str, default="f32,f16,u8+f16", help="which of ours (and twins) to run")
     p.add_argument("--out", type=str, default=None, help="write the rows as JSON here")
     return p.parse_args()
 
@@ -90,7 +91,8 @@ def main() -> int:
 
     builds = {}
     ours = {}
-    for storage in ("f32", "f16", "u8+f16"):
+    storages = [x for x in a.storages.split(",") if x]
+    for storage in storages:
         idx = vb.IvfIndex(dim, nlist=nlist, storage=storage, seed=0)
         t0 = time.perf_counter()
         idx.train(base)
@@ -113,6 +115,8 @@ def main() -> int:
         "f16": lambda: faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qt.QT_fp16),
         "u8": lambda: faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qt.QT_8bit),
     }.items():
+        if storage == "u8" and "u8+f16" not in storages or storage != "u8" and storage not in storages:
+            continue
         ix = make()
         t0 = time.perf_counter()
         ix.train(base)  # the shared quantizer is trained: only the scalar quantizer trains
@@ -120,20 +124,21 @@ def main() -> int:
         ix.add(base)
         builds[f"faiss {storage}"] = (kmeans_s + t1 - t0, time.perf_counter() - t1, None)
         theirs[storage] = ix
-    sq8_base = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qt.QT_8bit)
-    t0 = time.perf_counter()
-    sq8_base.train(base)
-    refine = faiss.IndexRefine(sq8_base, faiss.IndexScalarQuantizer(dim, qt.QT_fp16))
-    refine.train(base)
-    t1 = time.perf_counter()
-    refine.add(base)
-    builds["faiss u8+f16"] = (kmeans_s + t1 - t0, time.perf_counter() - t1, None)
-    refine.k_factor = a.rerank / K
-    theirs["u8+f16"] = refine
+    if "u8+f16" in storages:
+        sq8_base = faiss.IndexIVFScalarQuantizer(quantizer, dim, nlist, qt.QT_8bit)
+        t0 = time.perf_counter()
+        sq8_base.train(base)
+        refine = faiss.IndexRefine(sq8_base, faiss.IndexScalarQuantizer(dim, qt.QT_fp16))
+        refine.train(base)
+        t1 = time.perf_counter()
+        refine.add(base)
+        builds["faiss u8+f16"] = (kmeans_s + t1 - t0, time.perf_counter() - t1, None)
+        refine.k_factor = a.rerank / K
+        theirs["u8+f16"] = refine
 
     twin_name = {"f32": "IVF,Flat", "f16": "IVF,SQfp16", "u8+f16": f"IVF,SQ8+Refine(SQfp16) k_factor={a.rerank / K:g}"}
     rows = []
-    for storage in ("f32", "f16", "u8+f16"):
+    for storage in storages:
         for nprobe in nprobes:
             params = faiss.SearchParametersIVF(nprobe=nprobe)
             if storage == "u8+f16":
@@ -158,7 +163,7 @@ def main() -> int:
                                   f"ours {len(q) / to:9.0f} qps  faiss {len(q) / tf:9.0f} qps")
     # Single-query u8+f16 against plain IVF-SQ8 at the same nprobe.
     sq8_rows = []
-    for nprobe in nprobes:
+    for nprobe in nprobes if "u8+f16" in storages else []:
         for tcur in threads:
             faiss.omp_set_num_threads(tcur)
             q = queries[: a.single]
