@@ -24,6 +24,7 @@ _ENGINE_NAMES = (
     "CorruptFile",
     "simd_level",
     "available_simd_levels",
+    "set_simd_level",
 )
 
 __all__ = list(_ENGINE_NAMES) + ["__version__"]
