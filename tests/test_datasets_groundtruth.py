@@ -43,6 +43,7 @@ def test_blocked_ground_truth_is_exact(monkeypatch, backend, metric):
     # Small blocks so that several query blocks and base blocks are merged.
     monkeypatch.setattr(gtmod, "QUERY_BLOCK", 32)
     monkeypatch.setattr(gtmod, "BASE_BLOCK", 300)
+    monkeypatch.setattr(gtmod, "_NUMPY_SUB_BLOCK", 128)
     ids, dist = compute_groundtruth(base, queries, metric, k=40, backend=backend)
     ref_ids, ref_dist = _brute(base, queries, metric, 40)
     assert ids.shape == (70, 40) and ids.dtype == np.int64 and dist.dtype == np.float32

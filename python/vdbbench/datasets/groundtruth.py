@@ -21,6 +21,7 @@ from vdbbench.datasets.base import Dataset, DatasetError, check_metric, content_
 DEFAULT_K = 100
 QUERY_BLOCK = 1024
 BASE_BLOCK = 1 << 18  # 262144 base vectors at a time
+_NUMPY_SUB_BLOCK = 1 << 14
 _EXTRA = 16  # candidates beyond K fetched in float32, so float64 re-sorting cannot miss one
 
 
@@ -44,42 +45,58 @@ def _backend() -> str:
         return "numpy"
 
 
-def _block_topk(backend: str, base: np.ndarray, queries: np.ndarray, k: int, metric: str):
-    """Best k of ``base`` for each query, as (score, local ids); smaller score is better."""
-    k = min(k, base.shape[0])
+def _searcher(backend: str, base: np.ndarray, metric: str):
+    """An exact index over one base block: ``search(queries, k) -> (score, local ids)``, smaller score better."""
     if backend == "engine":
         import vdbbench
 
         index = vdbbench.FlatIndex(dim=base.shape[1], metric=metric)
         index.add(base)
-        d, i = index.search(queries, k=k)
-        score = d if metric == "l2" else -d  # engine: squared L2, or similarity for ip/cosine
-        return np.asarray(score, dtype=np.float32), np.asarray(i, dtype=np.int64)
+
+        def search(q, k):
+            d, i = index.search(q, k=min(k, base.shape[0]))
+            score = d if metric == "l2" else -d  # engine: squared L2, or similarity for ip/cosine
+            return np.asarray(score, dtype=np.float32), np.asarray(i, dtype=np.int64)
+
+        return search
     if backend == "faiss":
         import faiss
 
         if metric == "l2":
             index = faiss.IndexFlatL2(base.shape[1])
             index.add(base)
-            d, i = index.search(queries, k)
-            return d, i
-        if metric == "cosine":
-            base, queries = _normalized(base), _normalized(queries)
+            return lambda q, k: index.search(q, min(k, base.shape[0]))
         index = faiss.IndexFlatIP(base.shape[1])
-        index.add(base)
-        d, i = index.search(queries, k)
-        return -d, i
-    # numpy: the (queries x base block) score matrix only, never nq x n.
-    q = queries.astype(np.float32)
-    b = base.astype(np.float32)
-    if metric == "l2":
-        score = (b * b).sum(1)[None, :] - 2.0 * (q @ b.T)  # + |q|^2, constant per row
-    elif metric == "cosine":
-        score = -(_normalized(q) @ _normalized(b).T)
-    else:
-        score = -(q @ b.T)
-    part = np.argpartition(score, k - 1, axis=1)[:, :k] if k < b.shape[0] else np.tile(np.arange(b.shape[0]), (q.shape[0], 1))
-    return np.take_along_axis(score, part, axis=1), part.astype(np.int64)
+        index.add(_normalized(base) if metric == "cosine" else base)
+
+        def search(q, k):
+            d, i = index.search(_normalized(q) if metric == "cosine" else q, min(k, base.shape[0]))
+            return -d, i
+
+        return search
+    # numpy: the (query block x base block) score matrix only, never nq x n.
+    b = _normalized(base) if metric == "cosine" else base
+    sq_norms = (b * b).sum(1)
+
+    def search(q, k):
+        qq = _normalized(q) if metric == "cosine" else q
+        scores, ids = [], []
+        for s0 in range(0, b.shape[0], _NUMPY_SUB_BLOCK):  # score matrices of at most 1024 x 16384
+            sub = b[s0 : s0 + _NUMPY_SUB_BLOCK]
+            if metric == "l2":
+                score = sq_norms[None, s0 : s0 + sub.shape[0]] - 2.0 * (qq @ sub.T)  # + |q|^2, constant per row
+            else:
+                score = -(qq @ sub.T)
+            kk = min(k, sub.shape[0])
+            part = np.argpartition(score, kk - 1, axis=1)[:, :kk]
+            scores.append(np.take_along_axis(score, part, axis=1))
+            ids.append(part + s0)
+        score, part = np.concatenate(scores, axis=1), np.concatenate(ids, axis=1)
+        kk = min(k, score.shape[1])
+        keep = np.argpartition(score, kk - 1, axis=1)[:, :kk]
+        return np.take_along_axis(score, keep, axis=1), np.take_along_axis(part, keep, axis=1).astype(np.int64)
+
+    return search
 
 
 def _normalized(x: np.ndarray) -> np.ndarray:
@@ -110,31 +127,33 @@ def compute_groundtruth(
     nq = queries.shape[0]
     ids_out = np.empty((nq, k), dtype=np.int64)
     dist_out = np.empty((nq, k), dtype=np.float32)
-    blocks = [(q0, b0) for q0 in range(0, nq, QUERY_BLOCK) for b0 in range(0, n, BASE_BLOCK)]
-    with _maybe_progress(progress, len(blocks), f"ground truth ({backend}, top-{k})") as advance:
-        for q0 in range(0, nq, QUERY_BLOCK):
-            q = np.ascontiguousarray(queries[q0 : q0 + QUERY_BLOCK], dtype=np.float32)
-            best_s = np.full((q.shape[0], 0), np.inf, dtype=np.float32)
-            best_i = np.zeros((q.shape[0], 0), dtype=np.int64)
-            for b0 in range(0, n, BASE_BLOCK):
-                b = np.ascontiguousarray(base[b0 : b0 + BASE_BLOCK], dtype=np.float32)
-                s, i = _block_topk(backend, b, q, fetch, metric)
-                best_s = np.concatenate([best_s, s], axis=1)
-                best_i = np.concatenate([best_i, np.where(i >= 0, i + b0, -1)], axis=1)
-                if best_s.shape[1] > fetch:
-                    keep = np.argpartition(best_s, fetch - 1, axis=1)[:, :fetch]
-                    best_s = np.take_along_axis(best_s, keep, axis=1)
-                    best_i = np.take_along_axis(best_i, keep, axis=1)
+    q_starts = list(range(0, nq, QUERY_BLOCK))
+    best_s = [np.zeros((min(QUERY_BLOCK, nq - q0), 0), np.float32) for q0 in q_starts]
+    best_i = [np.zeros((min(QUERY_BLOCK, nq - q0), 0), np.int64) for q0 in q_starts]
+    steps = len(q_starts) * len(range(0, n, BASE_BLOCK))
+    with _maybe_progress(progress, steps, f"ground truth ({backend}, top-{k})") as advance:
+        for b0 in range(0, n, BASE_BLOCK):  # one index per base block, every query block against it
+            search = _searcher(backend, np.ascontiguousarray(base[b0 : b0 + BASE_BLOCK], dtype=np.float32), metric)
+            for j, q0 in enumerate(q_starts):
+                q = np.ascontiguousarray(queries[q0 : q0 + QUERY_BLOCK], dtype=np.float32)
+                sc, ids = search(q, fetch)
+                bs = np.concatenate([best_s[j], sc], axis=1)
+                bi = np.concatenate([best_i[j], np.where(ids >= 0, ids + b0, -1)], axis=1)
+                if bs.shape[1] > fetch:
+                    keep = np.argpartition(bs, fetch - 1, axis=1)[:, :fetch]
+                    bs, bi = np.take_along_axis(bs, keep, axis=1), np.take_along_axis(bi, keep, axis=1)
+                best_s[j], best_i[j] = bs, bi
                 advance()
-            # Rescore the candidates exactly (float64), sort by (distance, id), keep k.
-            for r0 in range(0, q.shape[0], 128):
-                cand = best_i[r0 : r0 + 128]
-                exact = metric_distances(metric, q[r0 : r0 + 128], base[np.maximum(cand, 0)])
-                exact[cand < 0] = np.inf
-                order = np.lexsort((cand, exact), axis=1)[:, :k]
-                rows = slice(q0 + r0, q0 + r0 + cand.shape[0])
-                ids_out[rows] = np.take_along_axis(cand, order, axis=1)
-                dist_out[rows] = np.take_along_axis(exact, order, axis=1)
+    # Rescore the candidates exactly (float64), sort by (distance, id), keep k.
+    for j, q0 in enumerate(q_starts):
+        for r0 in range(0, best_i[j].shape[0], 128):
+            cand = best_i[j][r0 : r0 + 128]
+            rows = slice(q0 + r0, q0 + r0 + cand.shape[0])
+            exact = metric_distances(metric, queries[rows], base[np.maximum(cand, 0)])
+            exact[cand < 0] = np.inf
+            order = np.lexsort((cand, exact), axis=1)[:, :k]
+            ids_out[rows] = np.take_along_axis(cand, order, axis=1)
+            dist_out[rows] = np.take_along_axis(exact, order, axis=1)
     return ids_out, dist_out
 
 
