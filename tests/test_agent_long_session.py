@@ -88,8 +88,11 @@ class Plan:
         return {"content": message, "tool_calls": [*edits, ("submit", {"message": message})]}
 
 
-TWO_PASSES = edit("const PASSES: usize = 4;", "const PASSES: usize = 2;")
-ONE_PASS = edit("const PASSES: usize = 2;", "const PASSES: usize = 1;")
+# The start version does 16 passes (the fixture's planted waste, made larger here): each real
+# step is then worth 4x, which the judge sees through the noise of a busy 2-core machine.
+START_PASSES = ("const PASSES: usize = 4;", "const PASSES: usize = 16;")
+FOUR_PASSES = edit("const PASSES: usize = 16;", "const PASSES: usize = 4;")
+ONE_PASS = edit("const PASSES: usize = 4;", "const PASSES: usize = 1;")
 
 
 def plan_part_one() -> Plan:
@@ -98,11 +101,11 @@ def plan_part_one() -> Plan:
     return Plan([
         ("read",),
         ("submit", "resubmit the start"),
-        ("retry", "two passes instead of four", TWO_PASSES),
+        ("retry", "four passes instead of sixteen", FOUR_PASSES),
         *[("submit", f"unchanged attempt {i}") for i in range(6)],
         ("submit", "inline the distance", edit("fn l2(a: &[f32], b: &[f32]) -> f32 {", "fn l2(a: &[f32], b: &[f32]) -> f32 {{")),
         ("calls", [("revert_to_best", {})]),
-        ("submit", "three passes for safety", edit("const PASSES: usize = 2;", "const PASSES: usize = 3;")),
+        ("submit", "eight passes for safety", edit("const PASSES: usize = 4;", "const PASSES: usize = 8;")),
         ("calls", [("revert_to_best", {}), ("note", {"text": "more passes only cost time; fewer passes is the lever"})]),
         ("retry", "one pass, and remember answers", ONE_PASS, edit(SEARCH_HEAD, CACHE_HEAD), edit(SEARCH_TAIL, CACHE_TAIL)),
         ("calls", [("revert_to_best", {})]),
@@ -126,6 +129,9 @@ def fixture_repo(tmp_path_factory) -> Path:
         assert old in card, f"the fixture card changed; update CARD_OVERRIDES ({old!r})"
         card = card.replace(old, new)
     (repo / "task.toml").write_text(card)
+    engine = (repo / LIB).read_text()
+    assert START_PASSES[0] in engine, "the fixture engine changed; update START_PASSES"
+    (repo / LIB).write_text(engine.replace(*START_PASSES))
     for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
                 ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "fixture"]):
         subprocess.run(cmd, cwd=repo, check=True)
@@ -179,10 +185,10 @@ def test_forty_iterations_stop_on_budget_and_resume(long_run):
     assert end2["reason"] == "budget: iterations" and end2["totals"]["submissions"] == 40
     outcomes = by_message(events)
     assert outcomes["resubmit the start"] == ["no_change"]
-    assert outcomes["two passes instead of four"][-1] == "accepted"
-    assert set(outcomes["two passes instead of four"][:-1]) <= {"slower"}
+    assert outcomes["four passes instead of sixteen"][-1] == "accepted"
+    assert set(outcomes["four passes instead of sixteen"][:-1]) <= {"slower"}
     assert outcomes["inline the distance"] == ["build_failed"]
-    assert outcomes["three passes for safety"] == ["slower"]
+    assert outcomes["eight passes for safety"] == ["slower"]
     assert outcomes["one pass"][-1] == "accepted"
     assert [d["outcome"] for d in decisions[25:]].count("accepted") == 1  # after the resume
     unchanged = [d for d in decisions if d["message"].startswith("unchanged attempt")]
@@ -201,8 +207,8 @@ def test_the_small_window_was_compacted_and_the_state_survived(long_run):
     late = [c for c in compactions if c["seq"] > cheat_seq and c["iteration"] <= 25]
     assert late, "compaction goes on through the long run"
     summary = late[-1]["summary"]
-    assert "two passes instead of four" in summary  # the accepted change
-    assert "build_failed" in summary and "three passes for safety" in summary  # dead ends with their reasons
+    assert "four passes instead of sixteen" in summary  # the accepted change
+    assert "build_failed" in summary and "eight passes for safety" in summary  # dead ends with their reasons
     assert "the audit flagged it (global-state, query-hash)" in summary
     assert "fewer passes is the lever" in summary  # the model's note
     best_qps = [d for d in events if d["type"] == "decision" and d["outcome"] == "accepted" and d["seq"] < late[-1]["seq"]][-1]["qps"]
@@ -255,9 +261,9 @@ def test_report_has_one_point_per_submission_and_every_accepted_change(long_run,
     assert drawn["points"] == report.totals(events)["outcomes"]
     assert drawn["points"]["accepted"] == 2 and drawn["points"]["flagged"] == 1
     rows = report.accepted_table(events)
-    assert [r["message"] for r in rows] == ["two passes instead of four", "one pass"]
+    assert [r["message"] for r in rows] == ["four passes instead of sixteen", "one pass"]
     assert all(r["audit"] == "clean" and r["gain"] > 1.03 and r["diff_stat"] for r in rows)
     totals = report.totals(events)
     assert totals["submissions"] == 40 and totals["resumes"] == 1 and totals["compactions"] >= 1
-    assert totals["reviews"] >= 1 and totals["speedup"] > 1.5
+    assert totals["reviews"] >= 1 and totals["speedup"] > 3
     assert totals["budget_stops"] == ["iterations (25 of 25)", "iterations (40 of 40)"]
