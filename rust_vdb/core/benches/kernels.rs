@@ -384,6 +384,50 @@ fn bandwidth(o: &Opts) {
     );
 }
 
+/// The rerank's access pattern: f16 rows gathered at random from far out of cache, scored one
+/// by one, with the rows `ahead` candidates later prefetched (0: no prefetch).
+fn rerank_gather(o: &Opts) {
+    let dim = o.dim;
+    let nrows = o.bandwidth_mib * (1 << 20) / (2 * dim);
+    let rows: Vec<f16> = (0..nrows * dim)
+        .map(|i| f16::from_f32((i % 251) as f32))
+        .collect();
+    let q: Vec<f32> = (0..dim).map(|i| (i % 13) as f32).collect();
+    let k = kernels::kernels();
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let cands: Vec<usize> = (0..1 << 16)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % nrows as u64) as usize
+        })
+        .collect();
+    println!(
+        "\nrerank gather probe: l2_f32_f16({}) on rows picked at random from {} MiB:",
+        k.name, o.bandwidth_mib
+    );
+    for ahead in [0usize, 2, 4, 8, 16] {
+        let best = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let mut acc = 0f32;
+                for (i, &c) in cands.iter().enumerate() {
+                    if ahead > 0 {
+                        if let Some(&next) = cands.get(i + ahead) {
+                            kernels::prefetch(&rows[next * dim..(next + 1) * dim]);
+                        }
+                    }
+                    acc += (k.l2_f32_f16)(&q, &rows[c * dim..(c + 1) * dim]);
+                }
+                black_box(acc);
+                t.elapsed().as_nanos() as f64 / cands.len() as f64
+            })
+            .fold(f64::MAX, f64::min);
+        println!("  prefetch {ahead:>2} ahead: {best:>7.1} ns per candidate");
+    }
+}
+
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -417,5 +461,8 @@ fn main() {
     }
     if o.filters.is_empty() || o.filters.iter().any(|f| f == "bandwidth") {
         bandwidth(&o);
+    }
+    if o.filters.is_empty() || o.filters.iter().any(|f| f == "rerank") {
+        rerank_gather(&o);
     }
 }

@@ -407,6 +407,18 @@ fn zero_dim_and_empty_batches_are_fine() {
 }
 
 #[test]
+fn prefetch_accepts_any_slice() {
+    let v: Vec<u8> = (0..1000).map(|i| i as u8).collect();
+    for (a, b) in [(0, 0), (0, 1), (1, 2), (3, 67), (63, 64), (5, 1000)] {
+        kernels::prefetch(&v[a..b]);
+    }
+    let h = vec![f16::ONE; 129];
+    kernels::prefetch(&h[1..]);
+    kernels::prefetch::<f32>(&[]);
+    assert_eq!(v[999], 231, "prefetch changed memory");
+}
+
+#[test]
 fn mismatched_lengths_panic_instead_of_reading_out_of_bounds() {
     for k in simd_tables() {
         let r = std::panic::catch_unwind(|| (k.l2_f32)(&[1.0; 16], &[1.0; 15]));

@@ -126,13 +126,13 @@ pub static SCALAR: Kernels = Kernels {
 // ---------------------------------------------------------------------------------------------
 // Detection (once) and the tables this CPU may run.
 
-/// What the CPU offers, detected once.
+/// What the CPU offers, detected once. (Each architecture reads only its own fields.)
 #[derive(Clone, Copy, Debug)]
+#[allow(dead_code)]
 struct Cpu {
     avx2: bool,
     avx512: bool,
     vnni: bool,
-    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
     neon: bool,
 }
 
@@ -348,4 +348,33 @@ pub fn kernels() -> &'static Kernels {
     let level = active_level();
     // Only levels that passed `kernels_for` are ever stored in ACTIVE.
     kernels_for(level).unwrap_or(&SCALAR)
+}
+
+/// Asks the CPU to start loading every cache line of `data`, for rows whose use is known a few
+/// steps ahead (the rerank's gathers of candidate vectors, which otherwise each wait a DRAM
+/// latency: see the "rerank gather" probe of the kernels bench). Never changes results; a
+/// no-op off x86_64.
+#[inline]
+pub fn prefetch<T>(data: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let bytes = std::mem::size_of_val(data);
+        if bytes == 0 {
+            return;
+        }
+        let p = data.as_ptr() as *const i8;
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: a prefetch neither faults nor writes; the address lies inside `data`, and
+            // SSE (which has prefetcht0) is part of the x86_64 baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
+            off += 64;
+        }
+        // the last line, when `data` does not start on a line boundary
+        // SAFETY: as above; `bytes - 1` is inside `data`.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(bytes - 1)) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
 }
