@@ -42,9 +42,11 @@ def edit(old_new, path=LIB):
 
 
 @pytest.fixture(scope="module")
-def cargo_target(tmp_path_factory):
-    """One cargo target folder shared by every session of this module (first build ~1 min)."""
-    target = tmp_path_factory.mktemp("agent-target")
+def cargo_target():
+    """One cargo target folder shared by every agent test session (the same one the long-session
+    tests use, under the repository's ignored target/): the first build takes about a minute,
+    later ones are incremental."""
+    target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or PYTHON_DIR.parent / "target" / "agent-fixture")
     old = os.environ.get("VDBBENCH_AGENT_TARGET_DIR")
     os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(target)
     yield target

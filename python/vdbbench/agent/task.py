@@ -213,7 +213,15 @@ def load_task(path: str | Path) -> TaskCard:
 def _validate(card: TaskCard, where: str) -> None:
     ds = card.dataset
     if not ds.generator:
-        parsed = parse_dataset_name(ds.name)
+        from vdbbench.datasets import DatasetError
+        from vdbbench.datasets.registry import entry
+
+        try:
+            parsed = parse_dataset_name(ds.name)
+            if parsed is None:
+                entry(ds.name)  # a registered name (sift-1m...), loaded when the session starts
+        except DatasetError as exc:
+            raise TaskError(f"{where}: [dataset] name {ds.name!r}: {exc}") from None
         if parsed is not None:
             ds.generator, n = parsed
             ds.n = ds.n or n
