@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import re
 from collections import Counter
 from pathlib import Path
