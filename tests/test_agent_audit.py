@@ -198,3 +198,20 @@ def test_state_across_calls_alone_is_a_note_not_a_flag():
     assert result.verdict == "clean", result.texts()
     assert {f.rule for f in result.findings} == {"global-state", "thread-pool"}
     assert rules(audit_diff(diff + "+    rayon::ThreadPoolBuilder::new().build_global().unwrap();\n")) == {"threads"}
+
+
+def test_review_turns_the_profile_into_shares_of_search_time():
+    from vdbbench.agent.review import stage_breakdown
+
+    profile = ("one search of 100 dev queries: 2,000 QPS, 0.5 ms/query\nlast_search_stats():\n  nq: 100\n  threads: 1\n"
+               "  routing_s: 0.012\n  prescore_s: 0.025\n  rerank_s: 0.008\n  topk_s: 0.002\n  wall_s: 0.05\n"
+               "  lists_probed: 4800\n")
+    text = stage_breakdown(profile)
+    assert text.startswith("prescore 50% (0.025 s); routing 24% (0.012 s); rerank 16%")
+    assert text.endswith("overhead (outside the stages) 6% (0.003 s)")
+    assert stage_breakdown("this engine has no last_search_stats()") is None and stage_breakdown(None) is None
+    j = JournalBuilder()
+    j.start()
+    for _ in range(3):
+        j.submit("slower", qps=900.0, recall=0.96, message="tweak")
+    assert "Share of search time by stage: prescore 50%" in review_prompt(j.events, profile)

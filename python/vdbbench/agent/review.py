@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
@@ -46,6 +47,38 @@ def should_review(events: Sequence[Mapping[str, Any]], every_n_without_improveme
     return n >= every_n_without_improvement
 
 
+_STAGE = re.compile(r"^\s*(?:[\w.]*\.)?(\w+?)_s\s*[:=]\s*([-+0-9.eE]+)\s*$", re.MULTILINE)
+_COUNT = re.compile(r"^\s*(?:[\w.]*\.)?threads\s*[:=]\s*(\d+)\s*$", re.MULTILINE)
+
+
+def stage_breakdown(profile_text: str | None) -> str | None:
+    """Per-stage shares of search time from a profile's `<stage>_s: seconds` lines
+    (last_search_stats). Stage seconds are CPU seconds summed over threads, so the whole is
+    wall_s x threads and what the stages do not cover is reported as overhead."""
+    if not profile_text:
+        return None
+    stages: dict[str, float] = {}
+    for name, value in _STAGE.findall(profile_text):
+        try:
+            stages[name] = float(value)
+        except ValueError:
+            continue
+    wall = stages.pop("wall", None)
+    stages = {k: v for k, v in stages.items() if v >= 0}
+    if not stages:
+        return None
+    m = _COUNT.search(profile_text)
+    threads = max(1, int(m.group(1))) if m else 1
+    covered = sum(stages.values())
+    whole = max(covered, wall * threads) if wall else covered
+    if whole <= 0:
+        return None
+    parts = sorted(stages.items(), key=lambda kv: -kv[1])
+    if whole > covered:
+        parts.append(("overhead (outside the stages)", whole - covered))
+    return "; ".join(f"{name} {100 * sec / whole:.0f}% ({sec:.4g} s)" for name, sec in parts)
+
+
 def _qps(v: Any) -> str:
     return "?" if v is None else f"{float(v):,.0f}"
 
@@ -73,7 +106,10 @@ def review_prompt(events: Sequence[Mapping[str, Any]], profile_text: str | None)
     else:
         lines.append("No change has been accepted yet: the best is still the starting code.")
     lines.append("")
-    lines.append("### Where the time goes (profile of the best version)")
+    lines.append("### Where the time goes (the last profile)")
+    shares = stage_breakdown(profile_text)
+    if shares:
+        lines.append(f"Share of search time by stage: {shares}.")
     lines.append((profile_text or "").strip() or "(no profile available: call the `profile` tool to get one)")
     lines.append("")
     lines.append("### What has been tried since the last improvement")
