@@ -22,7 +22,7 @@ impl Rng {
     fn f32(&mut self) -> f32 {
         // uniform in [-1, 1), scaled to a SIFT-like magnitude now and then
         let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
-        if self.next() % 4 == 0 {
+        if self.next().is_multiple_of(4) {
             u * 200.0
         } else {
             u
@@ -213,6 +213,7 @@ fn u8_l2_with_row_terms_is_exact() {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 /// Checks one f32-query kernel pair (single, batch) of `k` against the scalar twins.
 fn check_f32_query<T: Copy>(
     name: &str,
@@ -467,7 +468,7 @@ fn set_level_cap_selects_and_refuses() {
     }
     // Removing the cap returns to the detected level under the environment's cap.
     let expected = match kernels::env_cap() {
-        Ok(Some(cap)) => *levels.iter().filter(|l| **l <= cap).last().unwrap(),
+        Ok(Some(cap)) => *levels.iter().rfind(|l| **l <= cap).unwrap(),
         _ => kernels::detected_level(),
     };
     assert_eq!(kernels::set_level_cap(None), Ok(expected));
@@ -528,11 +529,7 @@ fn env_cap_is_read_at_first_use() {
     }
     // A cap above the CPU is a cap, not a demand: the best level under it runs.
     let (line, _) = probe("AVX512");
-    let best = *levels
-        .iter()
-        .filter(|l| **l <= SimdLevel::Avx512)
-        .last()
-        .unwrap();
+    let best = *levels.iter().rfind(|l| **l <= SimdLevel::Avx512).unwrap();
     assert_eq!(line, format!("ACTIVE={best} DETECTED={detected}"));
     // Unknown: a one-time warning naming the value, then the detected level.
     let (line, err) = probe("sse9");

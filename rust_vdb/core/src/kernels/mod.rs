@@ -68,6 +68,9 @@ impl std::fmt::Display for SimdLevel {
     }
 }
 
+/// `l2_u8_batch_pre(q, rows, row_terms, out)`.
+pub type L2U8BatchPre = fn(&[u8], &[u8], &[i32], &mut [u32]);
+
 /// The kernels of one SIMD level.
 pub struct Kernels {
     pub level: SimdLevel,
@@ -99,7 +102,7 @@ pub struct Kernels {
     /// (u8 x i8 products, four per i32 lane) scores 64 dims: about twice the speed of
     /// `l2_u8_batch`. Tables without VNNI compute `l2_u8_batch` and ignore `terms` (the
     /// result is the same); wrong `terms` give wrong distances on the VNNI table only.
-    pub l2_u8_batch_pre: fn(&[u8], &[u8], &[i32], &mut [u32]),
+    pub l2_u8_batch_pre: L2U8BatchPre,
 }
 
 pub static SCALAR: Kernels = Kernels {
@@ -282,8 +285,7 @@ pub fn env_cap() -> Result<Option<SimdLevel>, String> {
 fn best_under(cap: Option<SimdLevel>) -> SimdLevel {
     available_levels()
         .into_iter()
-        .filter(|l| cap.is_none_or(|c| *l <= c))
-        .last()
+        .rfind(|l| cap.is_none_or(|c| *l <= c))
         .unwrap_or(SimdLevel::Scalar)
 }
 
