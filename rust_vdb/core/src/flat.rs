@@ -95,17 +95,21 @@ impl FlatIndex {
                     .for_each(|((qs, dd), ii)| self.search_block(qs, k, dd, ii));
             }
         };
-        for ((qs, dd), ii) in q
+        for (ci, ((qs, dd), ii)) in q
             .chunks(INTERRUPT_EVERY * dim)
             .zip(d.chunks_mut(INTERRUPT_EVERY * k))
             .zip(ids.chunks_mut(INTERRUPT_EVERY * k))
+            .enumerate()
         {
+            // Between chunks only: a call of one chunk never re-takes the interpreter.
+            if ci > 0 {
+                interrupt()?;
+            }
             if threads == Some(1) || qs.len() == dim {
                 run(qs, dd, ii);
             } else {
                 pool::install(threads, || run(qs, dd, ii))?;
             }
-            interrupt()?;
         }
         let stats = SearchStats {
             nq: nq as u64,

@@ -466,11 +466,16 @@ impl IvfIndex {
         let mut ids = vec![0i64; nq * k];
         let mut stats = SearchStats::default();
         let sequential = nq <= 1 || threads == Some(1);
-        for ((qs, dd), ii) in queries
+        for (ci, ((qs, dd), ii)) in queries
             .chunks(INTERRUPT_EVERY * dim)
             .zip(d.chunks_mut(INTERRUPT_EVERY * k))
             .zip(ids.chunks_mut(INTERRUPT_EVERY * k))
+            .enumerate()
         {
+            // Between chunks only: a call of one chunk never re-takes the interpreter.
+            if ci > 0 {
+                interrupt()?;
+            }
             let s = if sequential {
                 self.search_block(qs, &p, dd, ii)
             } else {
@@ -486,7 +491,6 @@ impl IvfIndex {
                 })?
             };
             stats.merge(&s);
-            interrupt()?;
         }
         stats.threads = if sequential {
             1
