@@ -46,12 +46,15 @@ def skeleton_build(tmp_path_factory):
     if shutil.which("cargo") is None:
         pytest.skip("needs a Rust toolchain (cargo)")
     card = load_task(CARD)
-    # Share compiled dependencies with the other agent tests (same pyo3/numpy, same profile
-    # settings as the fixture engine); the skeleton's code is what is under test here.
-    card.build = dataclasses.replace(card.build, env={**card.build.env, "CARGO_PROFILE_RELEASE_CODEGEN_UNITS": "16",
-                                                      "CARGO_PROFILE_RELEASE_INCREMENTAL": "true"})
     root = tmp_path_factory.mktemp("skeleton")
     wsp.create_workspace(card, root / "ws")
+    # Share compiled dependencies with the other agent tests: the same pyo3/numpy built with the
+    # fixture engine's profile (a cargo config beside the workspace overrides the skeleton's own
+    # release profile for this test build only; the skeleton's code is what is under test).
+    fixture_profile = (REPO / "tests" / "fixtures" / "agent_task" / "Cargo.toml").read_text()
+    profile = fixture_profile[fixture_profile.index("[profile.release]"):]
+    (root / "ws" / ".cargo").mkdir()
+    (root / "ws" / ".cargo" / "config.toml").write_text(profile)
     target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or REPO / "target" / "agent-fixture")
     res = wsp.build(root / "ws", card, target, root / "build")
     assert res.ok, res.errors
