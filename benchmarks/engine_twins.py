@@ -156,9 +156,10 @@ def main() -> int:
                     run_o = (lambda q=q: osearch(q)) if mode == "batch" else single_loop(osearch, q)
                     run_f = (lambda q=q: fsearch(q)) if mode == "batch" else single_loop(fsearch, q)
                     to, tf = median_time(run_o, a.repeats), median_time(run_f, a.repeats)
+                    st = ours[storage].last_search_stats() if mode == "batch" else None
                     rows.append(dict(storage=storage, twin=twin_name[storage], nprobe=nprobe, threads=tcur,
                                      mode=mode, recall_ours=r_ours, recall_faiss=r_faiss,
-                                     qps_ours=len(q) / to, qps_faiss=len(q) / tf))
+                                     qps_ours=len(q) / to, qps_faiss=len(q) / tf, stages=st))
                     console.print(f"  {storage:7s} nprobe={nprobe:3d} t={tcur} {mode:6s} "
                                   f"ours {len(q) / to:9.0f} qps  faiss {len(q) / tf:9.0f} qps")
     # Single-query u8+f16 against plain IVF-SQ8 at the same nprobe.
@@ -188,6 +189,16 @@ def main() -> int:
         t2.add_row(str(r["nprobe"]), str(r["threads"]), f"{r['recall_sq8']:.4f}", f"{r['qps_ours']:.0f}",
                    f"{r['qps_sq8']:.0f}", f"{r['qps_ours'] / r['qps_sq8']:.2f}x")
     console.print(t2)
+    ts = Table(title="where our batch time goes (last timed call; CPU microseconds per query, summed over threads)")
+    for col in ("ours", "nprobe", "thr", "routing", "prescore", "rerank", "top-k", "codes/query", "reranked/query"):
+        ts.add_column(col, justify="right")
+    for r in rows:
+        st = r["stages"]
+        if st:
+            per = {k: 1e6 * st[k] / st["nq"] for k in ("routing_s", "prescore_s", "rerank_s", "topk_s")}
+            ts.add_row(r["storage"], str(r["nprobe"]), str(r["threads"]), *(f"{per[k]:.1f}" for k in per),
+                       f"{st['codes_scanned'] / st['nq']:.0f}", f"{st['candidates_reranked'] / st['nq']:.0f}")
+    console.print(ts)
     t3 = Table(title="build (seconds; faiss train includes its one shared k-means)")
     for col in ("index", "train s", "add s", "bytes"):
         t3.add_column(col)
