@@ -143,3 +143,19 @@ def test_runs_are_found_by_name_under_the_runs_directory(tmp_path, capsys):
     assert args.func(args) == 0 and (tmp_path / "s.png").exists()
     args = parser.parse_args(["compare", "20260101-fixture", "--runs-dir", str(tmp_path / "runs"), "-o", str(tmp_path / "c.png")])
     assert args.func(args) == 0 and "Sessions side by side on fixture" in capsys.readouterr().out
+
+
+def test_compare_against_tool_calls_hours_or_cost(tmp_path):
+    long_session("a").write(tmp_path / "a")
+    long_session("b").write(tmp_path / "b")
+    events = report.load_events(tmp_path / "a")
+    xs, ys = best_curve(events, "tool_calls")
+    assert xs[0] == 0 and xs[-1] == 40  # one submit tool call per iteration in this journal
+    hx, _ = best_curve(events, "hours")
+    assert hx[-1] == pytest.approx(40 * 30 / 3600)  # the dead gap before the resume is not counted
+    cx, _ = best_curve(events, "cost")
+    assert cx[-1] == pytest.approx(0.4)
+    compare_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "cost.png", x="cost")
+    assert (tmp_path / "cost.png").exists()
+    with pytest.raises(ReportError, match="unknown x axis 'days'"):
+        best_curve(events, "days")

@@ -76,15 +76,72 @@ def baseline_qps(events: Sequence[Mapping[str, Any]]) -> float | None:
     return None
 
 
-def best_curve(events: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[float]]:
-    """(iterations, best QPS after each) as a step function, starting at iteration 0 from the baseline."""
-    xs: list[int] = []
+X_AXES = {
+    "iterations": "iteration (submission)",
+    "tool_calls": "tool calls",
+    "hours": "wall time (hours, across resumes)",
+    "cost": "cost (USD)",
+    "tokens": "tokens (millions)",
+}
+
+
+def _progress(events: Sequence[Mapping[str, Any]], x: str) -> dict[int, float]:
+    """For each decision's seq, how far the session had come on axis `x` at that point."""
+    if x not in X_AXES:
+        raise ReportError(f"unknown x axis {x!r}; expected one of {', '.join(X_AXES)}")
+    out: dict[int, float] = {}
+    tools = tokens = 0
+    cost = 0.0
+    wall = 0.0
+    seg_start = last_t = None
+    for e in events:
+        t = _event_time(e)
+        if e.get("type") == "session_start":
+            if seg_start is not None and last_t is not None:
+                wall += max(0.0, last_t - seg_start)
+            seg_start = t
+        elif seg_start is None:
+            seg_start = t
+        if t is not None:
+            last_t = t
+        kind = e.get("type")
+        if kind == "tool_call":
+            tools += 1
+        elif kind == "model_call":
+            tokens += int(e.get("total_tokens") or 0)
+            cost += float(e.get("cost_usd") or 0.0)
+        elif kind == "decision":
+            here = wall + (max(0.0, last_t - seg_start) if seg_start is not None and last_t is not None else 0.0)
+            out[int(e.get("seq", len(out)))] = {
+                "iterations": float(e.get("iteration") or len(out) + 1), "tool_calls": float(tools),
+                "hours": here / 3600.0, "cost": cost, "tokens": tokens / 1e6,
+            }[x]
+    return out
+
+
+def _event_time(e: Mapping[str, Any]) -> float | None:
+    from datetime import datetime
+
+    t = e.get("t")
+    if not isinstance(t, str):
+        return None
+    try:
+        return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def best_curve(events: Sequence[Mapping[str, Any]], x: str = "iterations") -> tuple[list[float], list[float]]:
+    """(x, best QPS after each submission) as a step function, from the baseline at x = 0.
+    `x` is one of X_AXES: submissions by default, or tool calls, hours, cost, tokens so far."""
+    xs: list[float] = []
     ys: list[float] = []
     base = baseline_qps(events)
     current = base
     if current is not None:
         xs.append(0)
         ys.append(current)
+    where = _progress(events, x)
     for d in decisions(events):
         after = d.get("best_qps_after")
         if after is not None:
@@ -92,7 +149,8 @@ def best_curve(events: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[flo
         elif d.get("outcome") == "accepted" and d.get("qps") is not None:
             current = float(d["qps"])
         if current is not None:
-            xs.append(int(d.get("iteration") or len(xs)))
+            pos = where.get(int(d.get("seq", -1)))
+            xs.append(pos if pos is not None else int(d.get("iteration") or len(xs)))
             ys.append(current)
     return xs, ys
 
@@ -308,7 +366,7 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
 
 
 def compare_runs(run_dirs: Sequence[str | Path], out_png: str | Path, log: bool | None = None,
-                 labels: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                 labels: Sequence[str] | None = None, x: str = "iterations") -> list[dict[str, Any]]:
     """Best-QPS staircases of several sessions on one plot; returns one totals row per run."""
     import matplotlib
 
@@ -325,7 +383,8 @@ def compare_runs(run_dirs: Sequence[str | Path], out_png: str | Path, log: bool 
         row = totals(events)
         row["run"] = Path(run).name if Path(run).is_dir() else Path(run).parent.name
         row["label"] = labels[i] if labels else f"{row['model']} ({row['run']})"
-        runs.append((row, best_curve(events), max([int(d.get("iteration") or 0) for d in decisions(events)] + [0])))
+        curve = best_curve(events, x)
+        runs.append((row, curve, max(curve[0]) if curve[0] else 0))
     all_y = [y for _, (_, ys), _ in runs for y in ys]
     use_log = _use_log(all_y) if log is None else log
     fig, ax = plt.subplots(figsize=(10, 5.4), dpi=120)
@@ -337,15 +396,15 @@ def compare_runs(run_dirs: Sequence[str | Path], out_png: str | Path, log: bool 
             sx.append(last)
             sy.append(sy[-1])
         line = ax.step(sx, sy, where="post", lw=2, label=f"{row['label']}: {_fmt_qps(row['best_qps'])} QPS")[0]
-        acc_x = [x for x, prev, y in zip(xs[1:], ys, ys[1:]) if y > prev]
+        acc_x = [px for px, prev, y in zip(xs[1:], ys, ys[1:]) if y > prev]
         acc_y = [y for prev, y in zip(ys, ys[1:]) if y > prev]
         ax.scatter(acc_x, acc_y, color=line.get_color(), s=28, zorder=4)
     if use_log:
         ax.set_yscale("log")
-    ax.set_xlabel("iteration (submission)")
+    ax.set_xlabel(X_AXES[x])
     ax.set_ylabel("best QPS so far" + (" (log scale)" if use_log else ""))
     tasks = sorted({r["task"] for r, _, _ in runs})
-    ax.set_title(f"best QPS per iteration — {', '.join(tasks)}" + ("  (different tasks!)" if len(tasks) > 1 else ""), fontsize=10.5)
+    ax.set_title(f"best QPS by {X_AXES[x].split(' (')[0]} — {', '.join(tasks)}" + ("  (different tasks!)" if len(tasks) > 1 else ""), fontsize=10.5)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", fontsize=8.5)
     out_png = Path(out_png)
@@ -473,7 +532,8 @@ def _cmd_compare(args) -> int:
     from vdbbench.cli import UsageError
 
     try:
-        rows = compare_runs([_resolve(r, args.runs_dir) for r in args.runs], args.output, log=_scale(args), labels=args.label)
+        rows = compare_runs([_resolve(r, args.runs_dir) for r in args.runs], args.output, log=_scale(args),
+                            labels=args.label, x=args.x)
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     print_comparison(rows, png=str(args.output))
@@ -503,4 +563,6 @@ def register_report_commands(agent_subparsers) -> None:
     c.add_argument("-o", "--output", metavar="PNG", default="agent-compare.png", help="the plot (default agent-compare.png)")
     c.add_argument("--label", action="append", metavar="TEXT", help="legend label per run, in order (default: model and run name)")
     c.add_argument("--scale", choices=("auto", "log", "linear"), default="auto", help="QPS axis scale")
+    c.add_argument("--x", choices=tuple(X_AXES), default="iterations",
+                   help="what the runs are compared against: submissions (default), tool calls, hours, cost or tokens")
     c.set_defaults(func=_cmd_compare)
