@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         run_argv += ["--queries", str(args.queries)]
     run_argv += [a for a in args.extra if a != "--"]
     rc = vdbbench_main(run_argv)
-    if rc == 2:
+    if rc not in (0, 1):  # bad usage or interrupted: nothing complete to tabulate
         return rc
     ours = json.loads((out / "ivf.json").read_text())
     m, ds, git = ours["machine"], ours["dataset"], ours.get("git") or {}

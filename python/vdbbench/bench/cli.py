@@ -58,6 +58,8 @@ def register(subparsers) -> None:
     run.add_argument("--k", type=int, default=10, help="neighbours per query (default 10)")
     run.add_argument("--out", help="output directory (default ./vdbbench-results/<timestamp>)")
     run.add_argument("--repeats", type=int, default=3, help="timed batch repeats after one warm-up; median kept (default 3)")
+    run.add_argument("--stat", default="median", choices=("median", "best"),
+                     help="batch QPS from the median repeat (default) or the fastest (steadier on busy machines)")
     run.add_argument("--queries", type=int, help="use only the first N queries (default all)")
     run.add_argument("--single-queries", type=int, default=1000,
                      help="queries timed one by one for latency (default 1000, the first ones)")
@@ -153,7 +155,7 @@ def _config(args):
     return RunConfig(
         target=args.target_recall, threads=threads, modes=modes, repeats=args.repeats,
         single_queries=args.single_queries, use_cache=not args.no_cache, options=_options(args),
-        extra_points=extra,
+        extra_points=extra, stat=args.stat,
     )
 
 

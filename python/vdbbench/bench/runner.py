@@ -28,6 +28,7 @@ class RunConfig:
     modes: tuple[str, ...] = ("batch",)
     repeats: int = 3
     warmup: int = 1
+    stat: str = "median"  # batch QPS from the median repeat, or "best" (the fastest)
     single_queries: int = 1000  # single-query latency is measured on the first N queries
     use_cache: bool = True
     max_bisect: int = 4
@@ -44,6 +45,8 @@ class RunConfig:
             raise ValueError(f"unknown mode {bad[0] if bad else '(none)'}; expected batch and/or single")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
+        if self.stat not in ("median", "best"):
+            raise ValueError(f"stat must be median or best, got {self.stat!r}")
         if not 0.0 < self.target <= 1.0:
             raise ValueError(f"target recall must be in (0, 1], got {self.target}")
 
@@ -187,7 +190,7 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
                 if mode == "batch":
                     timed = time_batch(
                         lambda: adapter.search(dataset.test, k, params, threads),
-                        dataset.nq, config.repeats, config.warmup,
+                        dataset.nq, config.repeats, config.warmup, config.stat,
                     )
                     point.update(qps=timed["qps"], p50_ms=None, p99_ms=None, batch_s=timed["batch_s"])
                 else:
@@ -225,6 +228,7 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
             "modes": list(config.modes),
             "repeats": config.repeats,
             "warmup": config.warmup,
+            "stat": config.stat,
             "single_queries": nsingle,
             "recall_note": "recall10 of every point is measured on all nq queries with one batch search",
         },
