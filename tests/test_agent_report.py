@@ -159,3 +159,13 @@ def test_compare_against_tool_calls_hours_or_cost(tmp_path):
     assert (tmp_path / "cost.png").exists()
     with pytest.raises(ReportError, match="unknown x axis 'days'"):
         best_curve(events, "days")
+
+
+def test_report_through_the_vdbbench_command(tmp_path, capsys):
+    from vdbbench.cli import main
+
+    long_session().write(tmp_path / "run")
+    assert main(["agent", "report", str(tmp_path / "run")]) == 0
+    assert (tmp_path / "run" / "staircase.png").stat().st_size > 10_000
+    assert main(["agent", "report", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -304,9 +304,12 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     if others:
         ax.scatter([d.get("iteration") for d in others], [d["qps"] for d in others], marker=".", color="m", label="other")
         drawn["other"] += len(others)
-    # Label the biggest steps with what the change was.
     rows = accepted_table(events)
-    big = sorted((r for r in rows if r["gain"] and r["gain"] >= 1.1), key=lambda r: r["gain"], reverse=True)[:6]
+    # Label the biggest steps, spread along the run (labels closer than 1/12 of it would collide).
+    big: list[dict] = []
+    for r in sorted((r for r in rows if r["gain"] and r["gain"] >= 1.1), key=lambda r: (-r["gain"], r["iteration"])):
+        if len(big) < 6 and all(abs(r["iteration"] - o["iteration"]) > last_it / 12 for o in big):
+            big.append(r)
     for n, r in enumerate(sorted(big, key=lambda r: r["iteration"])):
         text = r["message"][:38] + ("…" if len(r["message"]) > 38 else "")
         left = r["iteration"] < 0.6 * last_it
@@ -333,7 +336,7 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     sub = (
         f"{info['submissions']} submissions, {info['accepted']} accepted · best {_fmt_qps(info['best_qps'])} QPS"
         + (f" (×{info['speedup']:.2f} the start)" if info["speedup"] else "")
-        + f" · {info['tool_calls']} tool calls · {info['tokens']:,} tokens · ${info['cost_usd']:.2f} · {info['wall_s'] / 3600:.2f} h"
+        + f" · {info['tool_calls']:,} tool calls · {_short(info['tokens'])} tokens · ${info['cost_usd']:.2f} · {info['wall_s'] / 3600:.2f} h"
     )
     ax.set_title(f"{head}\n{sub}", fontsize=10.5)
     ax.margins(y=0.08)
