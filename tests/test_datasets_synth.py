@@ -8,13 +8,15 @@ import pytest
 from vdbbench.datasets import UnknownDataset, default_nq, load_dataset, synth_float, synth_sift
 from vdbbench.datasets.difficulty import ivf_difficulty, value_stats
 from vdbbench.datasets.loader import parse_synth_name
+from vdbbench.datasets.synth import sift_normalise
 
-# The IVF difficulty band asserted at 100k (exact-scan IVF, nlist = 4*sqrt(n) = 1265, 200
-# queries): measured 2.06% (nprobe 26) with 1000 queries at 100k, which became 1.50% at 1M
-# (benchmarks/results/synth_calibration.md; real SIFT at 1M: 1.3-1.7%). The band leaves room for
-# query-sampling noise and faiss k-means differences, and fails a replica that is clearly
-# easier (a few tight clusters: well under 1%) or clearly harder.
-BAND_100K = (0.014, 0.028)
+# The IVF difficulty band asserted at 100k (exact-scan IVF, nlist = 4*sqrt(n) = 1265): measured
+# 1.58% (nprobe 20) with these 200 queries and 2.06% (nprobe 26) with 1000; the same generator at
+# 1M is in benchmarks/results/synth_calibration.md (real SIFT at 1M: 1.3-1.7%). Recall grows by
+# only ~0.003 per extra probe near 0.95, so the crossing moves with the query sample: the band
+# leaves room for that and for faiss k-means differences, and still fails a replica that is
+# clearly easier (a few tight clusters: well under 1%) or clearly harder.
+BAND_100K = (0.012, 0.028)
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +51,13 @@ def test_synth_sift_is_as_hard_for_ivf_as_measured(sift_100k):
 
 
 def test_tight_clusters_fail_the_difficulty_band():
-    """The band test can fail: the old-style replica (a few tight clusters) is far too easy."""
+    """The band test can fail: the first-cut replica (sqrt(n) gamma clusters plus gamma noise,
+    SIFT-normalised) has the right values but is far too easy (measured: nprobe 3 of 566, 0.5%)."""
     rng = np.random.default_rng(0)
-    centers = rng.gamma(0.6, 1.0, size=(40, 128))
-    x = centers[rng.integers(0, 40, 20_200)] + rng.gamma(0.6, 0.05, size=(20_200, 128))
-    d = ivf_difficulty(x[:20_000].astype(np.float32), x[20_000:].astype(np.float32))
+    centers = rng.gamma(0.6, 1.0, size=(142, 128))
+    x = centers[rng.integers(0, 142, 20_200)] + rng.gamma(0.6, 0.6, size=(20_200, 128))
+    x = sift_normalise(x).astype(np.float32)
+    d = ivf_difficulty(x[:20_000], x[20_000:])
     assert d.fraction < BAND_100K[0]
 
 
