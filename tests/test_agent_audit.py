@@ -215,3 +215,10 @@ def test_review_turns_the_profile_into_shares_of_search_time():
     for _ in range(3):
         j.submit("slower", qps=900.0, recall=0.96, message="tweak")
     assert "Share of search time by stage: prescore 50%" in review_prompt(j.events, profile)
+
+
+def test_strings_that_are_not_paths_are_not_flagged():
+    diff = ('--- a/src/x.rs\n+++ b/src/x.rs\n@@ -1,1 +1,3 @@\n'
+            '+    let unit = "/";\n+    let msg = format!("{} queries/s", n);\n+    let t = "~ approx";\n')
+    assert audit_diff(diff).verdict == "clean"
+    assert rules(audit_diff('--- a/x.rs\n+++ b/x.rs\n@@ -1,1 +1,1 @@\n+let p = "../data/gt.bin";\n')) == {"outside-path"}
