@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from vdbbench.agent.budget import price_table
 from vdbbench.agent.journal import EVENT_TYPES, read_events
 from vdbbench.agent.loop import Session
 from vdbbench.agent.model import OpenAIModel, ScriptedModel
@@ -261,7 +262,8 @@ def test_real_openai_client_against_a_loopback_server(cargo_target, user_repo, t
     server = FakeEndpoint(script)
     try:
         model = OpenAIModel("fake-model", base_url=server.base_url, api_key="test-key", backoff_s=0.01, max_retries=3)
-        session = Session.create(load_task(user_repo / "task.toml"), model, tmp_path / "runs", "http")
+        prices = price_table().with_overrides({"fake-model": {"prompt": 2.0, "completion": 8.0}})
+        session = Session.create(load_task(user_repo / "task.toml"), model, tmp_path / "runs", "http", prices=prices)
         end = session.run()
     finally:
         server.close()
@@ -284,6 +286,10 @@ def test_real_openai_client_against_a_loopback_server(cargo_target, user_repo, t
     assert [d["outcome"] for d in decisions(events)] == ["accepted"]
     assert end["reason"] == "model_stopped"  # the script ran out: three replies without a tool call
     assert end["totals"]["tokens"] > 0
+    # Cost from the usage of each answered call and the price table: 2 USD / 1M prompt, 8 / 1M completion.
+    priced = [c for c in calls if c["prompt_tokens"] is not None]
+    assert end["totals"]["cost_usd"] == pytest.approx(
+        sum(c["prompt_tokens"] * 2e-6 + c["completion_tokens"] * 8e-6 for c in priced), rel=1e-6)
 
 
 def test_killed_harness_resumes_without_losing_the_accepted_change(cargo_target, user_repo, tmp_path):
@@ -327,17 +333,32 @@ def test_killed_harness_resumes_without_losing_the_accepted_change(cargo_target,
     cut = next(i for i, line in enumerate(lines) if json.loads(line)["type"] == "decision")
     (torn / "journal.jsonl").write_text("".join(lines[:cut]) + lines[cut][:25])  # and a torn last line
 
+    # The killed run resumes through the command line (against a new endpoint), the torn copy in-process.
     for run in (runs / "k", torn):
-        model = ScriptedModel([{"tool_calls": [("submit", {"message": "unchanged"})]}])
-        session = Session.resume(run, model)
-        assert session.best.commit == commit
-        end = session.run()
+        if run == torn:
+            model = ScriptedModel([{"tool_calls": [("submit", {"message": "unchanged"})]}])
+            session = Session.resume(run, model)
+            assert session.best.commit == commit
+            end = session.run()
+            first_prompt = "\n".join(m["content"] for m in model.seen[0])
+        else:
+            server = FakeEndpoint([{"tool_calls": [("submit", {"message": "unchanged"})]}])
+            try:
+                out = subprocess.run(
+                    [sys.executable, "-m", "vdbbench", "agent", "resume", str(run), "--base-url", server.base_url,
+                     "--quiet"], env=env, capture_output=True, text=True, timeout=300)
+            finally:
+                server.close()
+            assert out.returncode == 0, out.stderr
+            assert "no_change" in out.stdout  # the quiet view's line for the decision
+            end = read_events(run / "journal.jsonl")[-1]
+            first_prompt = "\n".join(m["content"] or "" for m in server.requests[0]["messages"])
         events = read_events(run / "journal.jsonl")
         assert [e["seq"] for e in events] == list(range(len(events)))
         assert [d["outcome"] for d in decisions(events)] == ["accepted", "no_change"]
+        assert end["type"] == "session_end"
         assert end["best"]["commit"] == commit and end["best"]["qps"] == pytest.approx(accepted[0]["qps"], rel=1e-3)
         assert [e["resumed"] for e in events if e["type"] == "session_start"] == [False, True]
-        # The resumed model was told the state: best metrics and the accepted change.
-        first_prompt = "\n".join(m["content"] for m in model.seen[0])
+        # The resumed model was told the state: the accepted change and its metrics.
         assert "one pass" in first_prompt
         assert git_log(run / "workspace")[0].split()[0] == commit

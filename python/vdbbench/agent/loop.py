@@ -459,7 +459,15 @@ class Session:
         c = report.candidate
         head = f"one search of {len(self.evaluator.data.dev.queries) // max(1, c.repeats)} dev queries: {_fmt(c.qps)} QPS, {c.p50_ms:.4f} ms/query"
         if c.stats:
-            body = "\n".join(f"  {k}: {v}" for k, v in _flatten(c.stats))
+            flat = dict(_flatten(c.stats))
+            wall = flat.get("wall_s") or sum(v for k, v in flat.items() if k.endswith("_s") and isinstance(v, (int, float)))
+            rows = []
+            for k, v in flat.items():
+                share = ""
+                if k.endswith("_s") and k != "wall_s" and isinstance(v, (int, float)) and wall:
+                    share = f"  ({100 * v / wall:.1f}% of the search)"
+                rows.append(f"  {k}: {v}{share}")
+            body = "\n".join(rows)
             text = f"{head}\nlast_search_stats():\n{body}"
         else:
             text = (f"{head}\nthis engine has no last_search_stats(); add per-stage counters and seconds to it "

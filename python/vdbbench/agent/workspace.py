@@ -253,6 +253,19 @@ class TestResult:
     output_tail: str
 
 
+def _test_summary(text: str) -> str:
+    """All `test result:` lines of a cargo test run added up: "31 passed, 0 failed, 1 ignored (4 test binaries)"."""
+    totals = {"passed": 0, "failed": 0, "ignored": 0}
+    lines = re.findall(r"^test result: .*$", text, flags=re.M)
+    for line in lines:
+        for key in totals:
+            m = re.search(rf"(\d+) {key}", line)
+            totals[key] += int(m.group(1)) if m else 0
+    if not lines:
+        return "no test summary"
+    return ", ".join(f"{v} {k}" for k, v in totals.items()) + f" ({len(lines)} test binaries)"
+
+
 def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
     """cargo test of the candidate's core crate."""
     t = card.tests
@@ -272,8 +285,7 @@ def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
         except json.JSONDecodeError:
             plain.append(line)
     text = "\n".join(plain)
-    summaries = re.findall(r"^test result: .*$", text, flags=re.M)
-    summary = "; ".join(s.replace("test result: ", "") for s in summaries) or "no test summary"
+    summary = _test_summary(text)
     if rc is None:
         return TestResult(False, seconds, f"tests timed out after {t.timeout_s:.0f} s", text[-2000:], text[-3000:])
     if rc == 0:
