@@ -103,6 +103,7 @@ struct Data {
     q8: Vec<u8>,
     r8: Vec<u8>,
     terms: Vec<i32>,
+    qi8: Vec<i8>,
 }
 
 fn data(dim: usize) -> Data {
@@ -116,6 +117,7 @@ fn data(dim: usize) -> Data {
     let r32: Vec<f32> = (0..dim * ROWS).map(|_| (next() % 256) as f32).collect();
     let r8: Vec<u8> = (0..dim * ROWS).map(|_| (next() % 256) as u8).collect();
     Data {
+        qi8: (0..dim).map(|_| (next() % 256) as u8 as i8).collect(),
         terms: r8
             .chunks_exact(dim)
             .map(kernels::scalar::u8_row_term)
@@ -132,6 +134,7 @@ fn data(dim: usize) -> Data {
 struct Bufs {
     out32: Vec<f32>,
     outu: Vec<u32>,
+    outi: Vec<i32>,
     conv16: Vec<f16>,
     conv32: Vec<f32>,
 }
@@ -161,6 +164,7 @@ fn bench_table(o: &Opts, k: &Kernels, d: &Data, scalar: &mut Vec<(String, f64)>)
     let mut b = Bufs {
         out32: vec![0f32; ROWS],
         outu: vec![0u32; ROWS],
+        outi: vec![0i32; ROWS],
         conv16: vec![f16::ZERO; dim * ROWS],
         conv32: vec![0f32; dim * ROWS],
     };
@@ -251,6 +255,11 @@ fn bench_table(o: &Opts, k: &Kernels, d: &Data, scalar: &mut Vec<(String, f64)>)
             Box::new(|b: &mut Bufs| {
                 (k.l2_u8_batch_pre)(black_box(&d.q8), &d.r8, &d.terms, &mut b.outu)
             }),
+        ),
+        (
+            "dot_i8_u8_batch",
+            1,
+            Box::new(|b: &mut Bufs| (k.dot_i8_u8_batch)(black_box(&d.qi8), &d.r8, &mut b.outi)),
         ),
         (
             "dot_f32_u8_batch",

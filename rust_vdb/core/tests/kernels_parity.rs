@@ -214,6 +214,43 @@ fn u8_l2_with_row_terms_is_exact() {
 }
 
 #[allow(clippy::too_many_arguments)]
+#[test]
+fn i8_u8_dot_is_exact() {
+    let mut rng = Rng(10);
+    for k in simd_tables() {
+        for dim in DIMS {
+            for nrows in NROWS {
+                let q: Vec<i8> = rng.u8s(dim).into_iter().map(|v| v as i8).collect();
+                let rows = rng.u8s(dim * nrows);
+                let mut got = vec![1i32; nrows];
+                let mut want = vec![2i32; nrows];
+                (k.dot_i8_u8_batch)(&q, &rows, &mut got);
+                (SCALAR.dot_i8_u8_batch)(&q, &rows, &mut want);
+                assert_eq!(
+                    got, want,
+                    "dot_i8_u8_batch({}) dim {dim} nrows {nrows}",
+                    k.name
+                );
+            }
+            // extremes: the largest products of both signs
+            for qv in [i8::MIN, i8::MAX, -1, 0] {
+                let q = vec![qv; dim];
+                let rows: Vec<u8> = [vec![0u8; dim], vec![255u8; dim], vec![1u8; dim]].concat();
+                let mut got = [7i32; 3];
+                (k.dot_i8_u8_batch)(&q, &rows, &mut got);
+                let d = dim as i32 * qv as i32;
+                assert_eq!(got, [0, d * 255, d], "{} dim {dim} q={qv}", k.name);
+            }
+        }
+        let r = std::panic::catch_unwind(|| (k.dot_i8_u8_batch)(&[1; 16], &[1; 31], &mut [0; 2]));
+        assert!(
+            r.is_err(),
+            "{} dot_i8_u8_batch accepted a short row block",
+            k.name
+        );
+    }
+}
+
 /// Checks one f32-query kernel pair (single, batch) of `k` against the scalar twins.
 fn check_f32_query<T: Copy>(
     name: &str,

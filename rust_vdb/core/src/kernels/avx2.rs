@@ -32,6 +32,7 @@ pub static AVX2: Kernels = Kernels {
     f16_to_f32,
     u8_row_term: super::scalar::u8_row_term,
     l2_u8_batch_pre,
+    dot_i8_u8_batch,
 };
 
 /// Without VNNI the rewritten form needs as many vpmaddwd as the direct one (measured: no gain
@@ -317,6 +318,92 @@ unsafe fn l2_u8_batch_impl(q: &[u8], rows: &[u8], out: &mut [u32]) {
         out[r] = l2_u8_impl(q, &rows[r * n..(r + 1) * n]);
         r += 1;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// i8 query . u8 rows: vpmaddwd on even and odd bytes, split by mask and shift (vpmaddubsw
+// would saturate its i16 pair sums), four rows at a time.
+
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_i8_u8_32(qe: __m256i, qo: __m256i, x: __m256i, acc: __m256i) -> __m256i {
+    let xe = _mm256_and_si256(x, _mm256_set1_epi16(0x00FF));
+    let xo = _mm256_srli_epi16::<8>(x);
+    let p = _mm256_add_epi32(_mm256_madd_epi16(xe, qe), _mm256_madd_epi16(xo, qo));
+    _mm256_add_epi32(acc, p)
+}
+
+/// The even and odd bytes of 32 query bytes, sign-extended to i16.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn split_i8(qp: *const i8) -> (__m256i, __m256i) {
+    let q = _mm256_loadu_si256(qp as *const __m256i);
+    (
+        _mm256_srai_epi16::<8>(_mm256_slli_epi16::<8>(q)),
+        _mm256_srai_epi16::<8>(q),
+    )
+}
+
+fn dot_i8_u8_tail(q: &[i8], x: &[u8]) -> i32 {
+    q.iter().zip(x).map(|(&a, &b)| a as i32 * b as i32).sum()
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn dot_i8_u8_batch_impl(q: &[i8], rows: &[u8], out: &mut [i32]) {
+    let n = q.len();
+    let main = n & !31;
+    let qp = q.as_ptr();
+    let nrows = out.len();
+    let mut r = 0;
+    while r + 4 <= nrows {
+        let xp = rows.as_ptr().add(r * n);
+        let mut a = [_mm256_setzero_si256(); 4];
+        let mut i = 0;
+        while i < main {
+            let (qe, qo) = split_i8(qp.add(i));
+            for (k, acc) in a.iter_mut().enumerate() {
+                let xv = _mm256_loadu_si256(xp.add(k * n + i) as *const __m256i);
+                *acc = dot_i8_u8_32(qe, qo, xv, *acc);
+            }
+            i += 32;
+        }
+        let ab = _mm256_hadd_epi32(a[0], a[1]);
+        let cd = _mm256_hadd_epi32(a[2], a[3]);
+        let abcd = _mm256_hadd_epi32(ab, cd);
+        let s = _mm_add_epi32(
+            _mm256_castsi256_si128(abcd),
+            _mm256_extracti128_si256::<1>(abcd),
+        );
+        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, s);
+        if main < n {
+            for k in 0..4 {
+                let row = &rows[(r + k) * n..(r + k + 1) * n];
+                out[r + k] = out[r + k].wrapping_add(dot_i8_u8_tail(&q[main..], &row[main..]));
+            }
+        }
+        r += 4;
+    }
+    while r < nrows {
+        let row = &rows[r * n..(r + 1) * n];
+        let mut acc = _mm256_setzero_si256();
+        let mut i = 0;
+        while i < main {
+            let (qe, qo) = split_i8(qp.add(i));
+            let xv = _mm256_loadu_si256(row.as_ptr().add(i) as *const __m256i);
+            acc = dot_i8_u8_32(qe, qo, xv, acc);
+            i += 32;
+        }
+        out[r] = (hsum_epi32(acc) as i32).wrapping_add(dot_i8_u8_tail(&q[main..], &row[main..]));
+        r += 1;
+    }
+}
+
+/// Public so that the AVX-512 table without VNNI can share it.
+pub fn dot_i8_u8_batch(q: &[i8], rows: &[u8], out: &mut [i32]) {
+    check_batch(q.len(), rows.len(), out.len());
+    // SAFETY: lengths checked above; the tables holding this function (Avx2, and Avx512 whose
+    // detection requires avx2+fma+f16c too) are only handed out after is_x86_feature_detected!.
+    unsafe { dot_i8_u8_batch_impl(q, rows, out) }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ pub static AVX512: Kernels = Kernels {
     f16_to_f32,
     u8_row_term: super::scalar::u8_row_term,
     l2_u8_batch_pre: l2_u8_batch_pre_madd,
+    // AVX-512 implies AVX2 here (kernels::detect), and without VNNI the 256-bit form is as
+    // fast on double-pumped cores.
+    dot_i8_u8_batch: super::avx2::dot_i8_u8_batch,
 };
 
 pub static AVX512_VNNI: Kernels = Kernels {
@@ -37,6 +40,7 @@ pub static AVX512_VNNI: Kernels = Kernels {
     l2_u8: l2_u8_vnni,
     l2_u8_batch: l2_u8_batch_vnni,
     l2_u8_batch_pre: l2_u8_batch_pre_vnni,
+    dot_i8_u8_batch: dot_i8_u8_batch_vnni,
     ..AVX512
 };
 
@@ -518,10 +522,12 @@ l2_u8_kernels!(
 );
 
 // ---------------------------------------------------------------------------------------------
-// u8 l2 from precomputed row terms (see `Kernels::l2_u8_batch_pre`): per 64 dims one vpdpbusd
-// of the row (u8) with the query shifted to i8 (q - 128 == q ^ 0x80), four rows at a time.
+// Integer dot products with VNNI: per 64 dims one vpdpbusd (row bytes unsigned, query bytes
+// signed, four products summed into each i32 lane). `dots_vnni` serves both
+// `dot_i8_u8_batch` (query already i8) and `l2_u8_batch_pre` (u8 query shifted to i8:
+// q - 128 == q ^ 0x80, see `Kernels::l2_u8_batch_pre`).
 
-/// sum(q^2) for the rewritten form (once per batch).
+/// sum(q^2) for the rewritten l2 (once per batch).
 #[inline]
 fn sq_norm(q: &[u8]) -> u32 {
     q.iter()
@@ -529,11 +535,12 @@ fn sq_norm(q: &[u8]) -> u32 {
         .fold(0u32, u32::wrapping_add)
 }
 
+/// The dot of one row with the query bytes xor `flip`, taken as i8.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dot_shifted_vnni(q: &[u8], x: &[u8]) -> i32 {
+unsafe fn dot_vnni(q: &[u8], flip: i8, x: &[u8]) -> i32 {
     let n = q.len();
     let (qp, xp) = (q.as_ptr() as *const i8, x.as_ptr() as *const i8);
-    let off = _mm512_set1_epi8(-128);
+    let off = _mm512_set1_epi8(flip);
     let mut acc = _mm512_setzero_si512();
     let mut i = 0;
     while i + 64 <= n {
@@ -542,6 +549,7 @@ unsafe fn dot_shifted_vnni(q: &[u8], x: &[u8]) -> i32 {
         i += 64;
     }
     if i < n {
+        // masked-off lanes: x = 0, so their products vanish whatever the query byte is
         let m = mask64(n - i);
         let qv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, qp.add(i)), off);
         acc = _mm512_dpbusd_epi32(acc, _mm512_maskz_loadu_epi8(m, xp.add(i)), qv);
@@ -549,12 +557,20 @@ unsafe fn dot_shifted_vnni(q: &[u8], x: &[u8]) -> i32 {
     _mm512_reduce_add_epi32(acc)
 }
 
+/// `out[r]` = the dot of row r with the query bytes xor `flip`, taken as i8; or, with `PRE`,
+/// `qn + terms[r] - 2 * dot` (the rewritten l2, modulo 2^32), folded into the stores.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn l2_u8_batch_pre_vnni_impl(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+unsafe fn dots_vnni<const PRE: bool>(
+    q: &[u8],
+    flip: i8,
+    rows: &[u8],
+    terms: &[i32],
+    qn: u32,
+    out: &mut [i32],
+) {
     let n = q.len();
     let qp = q.as_ptr() as *const i8;
-    let qn = sq_norm(q);
-    let off = _mm512_set1_epi8(-128);
+    let off = _mm512_set1_epi8(flip);
     let main = n & !63;
     let nrows = out.len();
     let tail = (main < n).then(|| mask64(n - main));
@@ -576,16 +592,17 @@ unsafe fn l2_u8_batch_pre_vnni_impl(q: &[u8], rows: &[u8], terms: &[i32], out: &
         if let Some(m) = tail {
             let qv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, qp.add(main)), off);
             for (k, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_dpbusd_epi32(*a, _mm512_maskz_loadu_epi8(m, xp.add(k * n + main)), qv);
+                let xv = _mm512_maskz_loadu_epi8(m, xp.add(k * n + main));
+                *a = _mm512_dpbusd_epi32(*a, xv, qv);
             }
         }
-        let dots = hsum16_epi32(&acc);
-        let t = _mm512_loadu_si512(terms.as_ptr().add(r) as _);
-        let d = _mm512_sub_epi32(
-            _mm512_add_epi32(_mm512_set1_epi32(qn as i32), t),
-            _mm512_slli_epi32::<1>(dots),
-        );
-        _mm512_storeu_si512(out.as_mut_ptr().add(r) as _, d);
+        let mut v = hsum16_epi32(&acc);
+        if PRE {
+            let t = _mm512_loadu_si512(terms.as_ptr().add(r) as _);
+            let base = _mm512_add_epi32(_mm512_set1_epi32(qn as i32), t);
+            v = _mm512_sub_epi32(base, _mm512_slli_epi32::<1>(v));
+        }
+        _mm512_storeu_si512(out.as_mut_ptr().add(r) as _, v);
         r += 16;
     }
     while r + 4 <= nrows {
@@ -600,28 +617,50 @@ unsafe fn l2_u8_batch_pre_vnni_impl(q: &[u8], rows: &[u8], terms: &[i32], out: &
             i += 64;
         }
         if let Some(m) = tail {
-            // masked-off lanes: x = 0, so their products vanish whatever q' is
             let qv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, qp.add(main)), off);
             for (k, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_dpbusd_epi32(*a, _mm512_maskz_loadu_epi8(m, xp.add(k * n + main)), qv);
+                let xv = _mm512_maskz_loadu_epi8(m, xp.add(k * n + main));
+                *a = _mm512_dpbusd_epi32(*a, xv, qv);
             }
         }
-        let dots = hsum4_epi32(acc[0], acc[1], acc[2], acc[3]);
-        let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
-        let d = _mm_sub_epi32(
-            _mm_add_epi32(_mm_set1_epi32(qn as i32), t),
-            _mm_slli_epi32::<1>(dots),
-        );
-        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, d);
+        let mut v = hsum4_epi32(acc[0], acc[1], acc[2], acc[3]);
+        if PRE {
+            let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
+            let base = _mm_add_epi32(_mm_set1_epi32(qn as i32), t);
+            v = _mm_sub_epi32(base, _mm_slli_epi32::<1>(v));
+        }
+        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, v);
         r += 4;
     }
     while r < nrows {
-        let dot = dot_shifted_vnni(q, &rows[r * n..(r + 1) * n]);
-        out[r] = qn
-            .wrapping_add(terms[r] as u32)
-            .wrapping_sub((dot as u32).wrapping_mul(2));
+        let dot = dot_vnni(q, flip, &rows[r * n..(r + 1) * n]);
+        out[r] = if PRE {
+            finish_pre(qn, terms[r], dot) as i32
+        } else {
+            dot
+        };
         r += 1;
     }
+}
+
+/// sum(q^2) + term - 2 * dot, modulo 2^32: exact whenever the distance fits in u32.
+#[inline]
+fn finish_pre(qn: u32, term: i32, dot: i32) -> u32 {
+    qn.wrapping_add(term as u32)
+        .wrapping_sub((dot as u32).wrapping_mul(2))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn l2_u8_batch_pre_vnni_impl(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    let qn = sq_norm(q);
+    dots_vnni::<true>(q, -128, rows, terms, qn, bytemuck::cast_slice_mut(out));
+}
+
+fn dot_i8_u8_batch_vnni(q: &[i8], rows: &[u8], out: &mut [i32]) {
+    check_batch(q.len(), rows.len(), out.len());
+    // SAFETY: lengths checked above; AVX512_VNNI is only handed out after
+    // is_x86_feature_detected! confirmed avx512f/bw/vl and avx512vnni (kernels::kernels_for).
+    unsafe { dots_vnni::<false>(bytemuck::cast_slice(q), 0, rows, &[], 0, out) }
 }
 
 fn l2_u8_batch_pre_vnni(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {

@@ -112,6 +112,13 @@ pub fn l2_u8_batch_pre(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
     }
 }
 
+pub fn dot_i8_u8_batch(q: &[i8], rows: &[u8], out: &mut [i32]) {
+    batch(q, rows, out, |q, off| {
+        let x = &rows[off..off + q.len()];
+        q.iter().zip(x).map(|(&a, &b)| a as i32 * b as i32).sum()
+    })
+}
+
 pub fn dot_f32_u8_batch(q: &[f32], rows: &[u8], out: &mut [f32]) {
     batch(q, rows, out, |q, off| {
         dot_f32_u8(q, &rows[off..off + q.len()])
