@@ -126,3 +126,35 @@ def test_ctrl_c_interrupts_a_long_search_and_the_process_lives_on():
     assert lines[0].startswith("interrupted after"), r.stdout
     assert float(lines[0].split()[2]) < 10.0
     assert lines[1] == "alive [0, 1, 2]"
+
+
+def test_reading_properties_while_another_thread_adds_does_not_deadlock():
+    # add() holds the write lock and briefly re-takes the interpreter between chunks to look
+    # for Ctrl-C; a thread reading properties must not hold the interpreter while it waits.
+    script = textwrap.dedent(
+        """
+        import threading
+        import numpy as np
+        import vdbbench as vb
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((120000, 16), dtype=np.float32)
+        idx = vb.IvfIndex(16, nlist=64, storage="f16")
+        idx.train(x[:5000])
+        done = threading.Event()
+        def adder():
+            for _ in range(3):
+                idx.add(x)
+            done.set()
+        t = threading.Thread(target=adder)
+        t.start()
+        reads = 0
+        while not done.is_set():
+            reads += idx.ntotal >= 0
+            len(idx); idx.bytes; repr(idx)
+        t.join()
+        print(idx.ntotal, reads > 0)
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["360000", "True"]

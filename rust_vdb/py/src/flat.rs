@@ -17,11 +17,18 @@ use crate::stats;
 pub struct FlatIndex {
     inner: RwLock<vdb_core::FlatIndex>,
     last_stats: Mutex<Option<SearchStats>>,
+    /// Fixed at construction: read without the lock.
+    dim: usize,
+    metric: Metric,
 }
 
 impl FlatIndex {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, vdb_core::FlatIndex> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+    /// Runs `f` under the read lock with the interpreter released (see IvfIndex::with).
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&vdb_core::FlatIndex) -> R + Send) -> R {
+        py.detach(|| f(&self.read()))
     }
 }
 
@@ -33,12 +40,12 @@ impl FlatIndex {
         let dim = arrays::count("dim", dim, 1)?;
         let metric = Metric::parse(metric).map_err(to_py)?;
         let inner = vdb_core::FlatIndex::new(dim, metric).map_err(to_py)?;
-        Ok(FlatIndex { inner: RwLock::new(inner), last_stats: Mutex::new(None) })
+        Ok(FlatIndex { inner: RwLock::new(inner), last_stats: Mutex::new(None), dim, metric })
     }
 
     /// Appends vectors (ids continue from ntotal).
     fn add(&self, py: Python<'_>, x: &Bound<'_, PyAny>) -> PyResult<()> {
-        let dim = self.read().dim();
+        let dim = self.dim;
         let x = arrays::matrix(x, dim, "vectors")?;
         let xs = x.as_slice()?;
         detached(py, |_| self.inner.write().unwrap_or_else(|p| p.into_inner()).add(xs))
@@ -52,7 +59,7 @@ impl FlatIndex {
         k: i64,
         threads: Option<i64>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let dim = self.read().dim();
+        let dim = self.dim;
         let q = arrays::matrix(queries, dim, "queries")?;
         let k = arrays::count("k", k, 1)?;
         let threads = threads.map(|t| arrays::count("threads", t, 1)).transpose()?;
@@ -70,32 +77,32 @@ impl FlatIndex {
     }
 
     #[getter]
-    fn ntotal(&self) -> usize {
-        self.read().ntotal()
+    fn ntotal(&self, py: Python<'_>) -> usize {
+        self.with(py, |f| f.ntotal())
     }
     #[getter]
     fn dim(&self) -> usize {
-        self.read().dim()
+        self.dim
     }
     #[getter]
     fn metric(&self) -> &'static str {
-        self.read().metric().name()
+        self.metric.name()
     }
     #[getter]
     fn is_trained(&self) -> bool {
         true
     }
     #[getter]
-    fn bytes(&self) -> usize {
-        self.read().bytes()
+    fn bytes(&self, py: Python<'_>) -> usize {
+        self.with(py, |f| f.bytes())
     }
 
-    fn __len__(&self) -> usize {
-        self.read().ntotal()
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.with(py, |f| f.ntotal())
     }
 
-    fn __repr__(&self) -> String {
-        let f = self.read();
-        format!("FlatIndex(dim={}, metric={:?}, ntotal={})", f.dim(), f.metric().name(), f.ntotal())
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let n = self.with(py, |f| f.ntotal());
+        format!("FlatIndex(dim={}, metric={:?}, ntotal={})", self.dim, self.metric.name(), n)
     }
 }

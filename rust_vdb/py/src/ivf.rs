@@ -17,14 +17,23 @@ use crate::stats;
 pub struct IvfIndex {
     inner: RwLock<vdb_core::IvfIndex>,
     last_stats: Mutex<Option<SearchStats>>,
+    /// Fixed at construction: read without the lock.
+    dim: usize,
 }
 
 impl IvfIndex {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, vdb_core::IvfIndex> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
+    /// Runs `f` under the read lock with the interpreter released: a thread holding the
+    /// interpreter never waits on the lock, so a writer that briefly re-takes the
+    /// interpreter (to check for Ctrl-C) cannot deadlock with it.
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&vdb_core::IvfIndex) -> R + Send) -> R {
+        py.detach(|| f(&self.read()))
+    }
     fn wrap(inner: vdb_core::IvfIndex) -> Self {
-        IvfIndex { inner: RwLock::new(inner), last_stats: Mutex::new(None) }
+        let dim = inner.dim();
+        IvfIndex { inner: RwLock::new(inner), last_stats: Mutex::new(None), dim }
     }
 }
 
@@ -48,7 +57,7 @@ impl IvfIndex {
     /// k-means on `x` (n, dim): the coarse centroids and, for "u8+f16", the u8 quantizer.
     #[pyo3(signature = (x, threads = None))]
     fn train(&self, py: Python<'_>, x: &Bound<'_, PyAny>, threads: Option<i64>) -> PyResult<()> {
-        let dim = self.read().dim();
+        let dim = self.dim;
         let x = arrays::matrix(x, dim, "training vectors")?;
         let threads = opt_count("threads", threads, 1)?;
         let xs = x.as_slice()?;
@@ -71,7 +80,7 @@ impl IvfIndex {
     /// Adds `x` (n, dim) with ids ntotal..ntotal+n, or with `ids` (n,) int64 >= 0.
     #[pyo3(signature = (x, ids = None, threads = None))]
     fn add(&self, py: Python<'_>, x: &Bound<'_, PyAny>, ids: Option<&Bound<'_, PyAny>>, threads: Option<i64>) -> PyResult<()> {
-        let dim = self.read().dim();
+        let dim = self.dim;
         let x = arrays::matrix(x, dim, "vectors")?;
         let n = x.as_slice()?.len() / dim;
         let ids = ids.map(|i| arrays::ids(i, n)).transpose()?;
@@ -97,7 +106,7 @@ impl IvfIndex {
         rerank: Option<i64>,
         threads: Option<i64>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
-        let dim = self.read().dim();
+        let dim = self.dim;
         let q = arrays::matrix(queries, dim, "queries")?;
         let k = arrays::count("k", k, 1)?;
         let nprobe = opt_count("nprobe", nprobe, 0)?;
@@ -129,49 +138,54 @@ impl IvfIndex {
     }
 
     #[getter]
-    fn ntotal(&self) -> usize {
-        self.read().ntotal()
+    fn ntotal(&self, py: Python<'_>) -> usize {
+        self.with(py, |f| f.ntotal())
     }
     #[getter]
     fn dim(&self) -> usize {
-        self.read().dim()
+        self.dim
     }
     #[getter]
-    fn nlist(&self) -> Option<usize> {
-        self.read().nlist()
+    fn nlist(&self, py: Python<'_>) -> Option<usize> {
+        self.with(py, |f| f.nlist())
     }
     #[getter]
-    fn metric(&self) -> &'static str {
-        self.read().metric().name()
+    fn metric(&self, py: Python<'_>) -> &'static str {
+        self.with(py, |f| f.metric().name())
     }
     #[getter]
-    fn storage(&self) -> &'static str {
-        self.read().storage().name()
+    fn storage(&self, py: Python<'_>) -> &'static str {
+        self.with(py, |f| f.storage().name())
     }
     #[getter]
-    fn seed(&self) -> u64 {
-        self.read().seed()
+    fn seed(&self, py: Python<'_>) -> u64 {
+        self.with(py, |f| f.seed())
     }
     #[getter]
-    fn is_trained(&self) -> bool {
-        self.read().is_trained()
+    fn is_trained(&self, py: Python<'_>) -> bool {
+        self.with(py, |f| f.is_trained())
     }
     #[getter]
-    fn bytes(&self) -> usize {
-        self.read().bytes()
+    fn bytes(&self, py: Python<'_>) -> usize {
+        self.with(py, |f| f.bytes())
     }
 
     /// Sizes of the inverted lists (nlist entries; empty before training).
-    fn list_sizes(&self) -> Vec<usize> {
-        self.read().lists().iter().map(|l| l.len()).collect()
+    fn list_sizes(&self, py: Python<'_>) -> Vec<usize> {
+        self.with(py, |f| f.lists().iter().map(|l| l.len()).collect())
     }
 
-    fn __len__(&self) -> usize {
-        self.read().ntotal()
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.with(py, |f| f.ntotal())
     }
 
-    fn __repr__(&self) -> String {
-        let f = self.read();
+    fn __repr__(&self, py: Python<'_>) -> String {
+        self.with(py, |f| Self::describe(f))
+    }
+}
+
+impl IvfIndex {
+    fn describe(f: &vdb_core::IvfIndex) -> String {
         let nlist = f.nlist().map_or("None".to_string(), |n| n.to_string());
         format!(
             "IvfIndex(dim={}, nlist={}, metric={:?}, storage={:?}, seed={}, ntotal={}, trained={})",
