@@ -242,3 +242,29 @@ def test_sift_1m_is_registered_with_its_sources_and_fallback():
     assert e.sources[0].url == "http://ann-benchmarks.com/sift-128-euclidean.hdf5"
     for name in ("sift-10k", "gist-1m", "glove-100-angular", "deep-image-96-angular", "fashion-mnist-784-euclidean"):
         assert name in reg.registry()
+
+
+def test_tarball_member_escaping_the_cache_is_refused(tmp_path, http_server, data_dir, monkeypatch):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in ("../evil_base.fvecs", "ok/evil_query.fvecs"):
+            payload = np.int32(1).tobytes() + np.float32(1).tobytes()
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    http_server.files["/evil.tar.gz"] = buf.getvalue()
+    _registry(tmp_path, f"""
+[datasets.evil]
+metric = "l2"
+dim = 1
+n = 1
+nq = 1
+[[datasets.evil.sources]]
+url = "{http_server.url}/evil.tar.gz"
+format = "texmex-tar"
+base = "../evil_base.fvecs"
+query = "ok/evil_query.fvecs"
+""", monkeypatch)
+    with pytest.raises(ValueError, match=r"evil\.tar\.gz: cannot extract"):
+        load_dataset("evil")
+    assert not (data_dir / "evil_base.fvecs").exists()

@@ -185,8 +185,14 @@ def groundtruth_key(ds: Dataset) -> str:
     return hashlib.sha256(f"gt/1 {ds.metric} {data_hash}".encode()).hexdigest()
 
 
-def ensure_groundtruth(ds: Dataset, cache_dir: str | os.PathLike, k: int = DEFAULT_K, progress: bool = True) -> Dataset:
-    """Give ``ds`` exact neighbors/distances, from ``cache_dir`` when computed before; returns ds."""
+def ensure_groundtruth(ds: Dataset, cache_dir: str | os.PathLike | None = None, k: int = DEFAULT_K,
+                       progress: bool = True) -> Dataset:
+    """Give ``ds`` exact neighbors/distances, from ``cache_dir`` (default $VDBBENCH_DATA/groundtruth)
+    when computed before; returns ds."""
+    if cache_dir is None:
+        from vdbbench.datasets.registry import data_dir
+
+        cache_dir = data_dir() / "groundtruth"
     if ds.has_groundtruth:
         ds.extra.setdefault("groundtruth", "from the data file")
         return ds

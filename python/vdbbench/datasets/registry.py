@@ -210,7 +210,13 @@ def extract_members(entry_: Entry, source: Source) -> dict[str, Path]:
     try:
         with tarfile.open(tar_path) as tar:
             wanted = [tar.getmember(m) for m in source.members.values()]
-            tar.extractall(folder, members=wanted, filter="data")
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4: refuses links, devices, escapes
+                tar.extractall(folder, members=wanted, filter="data")
+            else:
+                for m in wanted:
+                    if not m.isfile() or m.name.startswith("/") or ".." in Path(m.name).parts:
+                        raise DatasetError(f"{tar_path}: refusing to extract unsafe member {m.name!r}")
+                tar.extractall(folder, members=wanted)
     except (tarfile.TarError, KeyError, OSError) as exc:
         raise DatasetError(f"{tar_path}: cannot extract {', '.join(source.members.values())}: {exc}") from exc
     return out
