@@ -115,6 +115,8 @@ class RichReporter:
 
     def phase(self, index: str, text: str) -> None:
         self.progress.update(self._task(index), description=text)
+        if not self.progress.console.is_terminal:  # logs and CI: a line per step, no live redraw
+            self.progress.console.print(f"{index}: {text}", highlight=False)
 
     def advance(self, index: str) -> None:
         self.progress.advance(self._task(index))

@@ -112,7 +112,9 @@ def sweep_points(adapter: Adapter, evaluate, config: RunConfig, reporter) -> lis
         def recall_of(v, combo=combo):
             params = {space.primary: v, **combo}
             reporter.phase(adapter.name, "sweeping " + _fmt(params))
-            return evaluate(params)["recall10"]
+            recall = evaluate(params)["recall10"]
+            reporter.phase(adapter.name, f"recall10 {recall:.4f} at {_fmt(params)}")
+            return recall
 
         if space.primary_values is not None:
             values = sorted(set(space.primary_values))
