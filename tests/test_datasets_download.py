@@ -130,7 +130,7 @@ def test_http_error_and_offline_say_which_url_and_what_to_do(tmp_path, http_serv
     with pytest.raises(DownloadError, match=r"missing\.bin failed: HTTP 404"):
         download(f"{http_server.url}/missing.bin", tmp_path / "missing.bin", progress=False)
     url = _closed_port_url()
-    with pytest.raises(DownloadError, match="gone.hdf5 failed after 1 retries.*run the same command again to resume"):
+    with pytest.raises(DownloadError, match="gone.hdf5 failed after 1 retries.*copy the file to"):
         download(url, tmp_path / "gone.hdf5", retries=1, progress=False)
     assert not (tmp_path / "gone.hdf5").exists() and not (tmp_path / "missing.bin").exists()
 

@@ -115,17 +115,22 @@ def download(
                     f"download of {url} failed: HTTP {exc.code} {exc.reason}. "
                     f"Check the URL, or place the file at {dest} yourself."
                 ) from exc
-            except (urllib.error.URLError, http.client.HTTPException, ConnectionError, socket.timeout, TimeoutError, OSError) as exc:
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 if isinstance(exc, DownloadError):
                     raise
-                attempt += 1
+                reason = getattr(exc, "reason", None) or exc
                 have = part.stat().st_size if part.exists() else 0
-                if attempt > retries:
-                    reason = getattr(exc, "reason", None) or exc
+                attempt += 1
+                # A name that does not resolve will not resolve on a retry: say so at once. A
+                # server never reached (nothing received yet) gets one more try, not `retries`.
+                unreachable = isinstance(reason, socket.gaierror)
+                if unreachable or attempt > (retries if have else min(retries, 1)):
+                    kept = (f"{have} bytes are kept in {part}; run the same command again to resume. "
+                            if have else "")
+                    tries = "" if unreachable else f" after {attempt - 1} retries"
                     raise DownloadError(
-                        f"download of {url} failed after {retries} retries: {reason}. "
-                        f"{have} bytes are kept in {part}; run the same command again to resume "
-                        f"(when offline, copy the file to {dest} yourself)."
+                        f"download of {url} failed{tries}: {reason}. {kept}"
+                        f"When offline, copy the file to {dest} yourself."
                     ) from exc
                 time.sleep(min(0.2 * 2**attempt, 5.0))
     finally:

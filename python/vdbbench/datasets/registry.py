@@ -190,7 +190,7 @@ def fetch(name: str, progress: bool = True) -> tuple[Entry, Source]:
         try:
             download(source.url, dest, size=size, sha256=sha, progress=progress)
         except DownloadError as exc:
-            errors.append(f"  {source.url}: {exc}")
+            errors.append(f"  - {exc}")
             continue
         verify_cached(entry_, source)  # records size and sha256 when none was known
         return entry_, source
