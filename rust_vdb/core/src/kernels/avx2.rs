@@ -35,19 +35,6 @@ pub static AVX2: Kernels = Kernels {
     dot_i8_u8_batch,
 };
 
-/// Without VNNI the rewritten form needs as many vpmaddwd as the direct one (measured: no gain
-/// on Zen 4, where vpmaddwd throughput bounds both), so this computes `l2_u8_batch`.
-fn l2_u8_batch_pre(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
-    assert_eq!(
-        terms.len(),
-        out.len(),
-        "{} row terms for {} rows",
-        terms.len(),
-        out.len()
-    );
-    l2_u8_batch(q, rows, out)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Loads of 8 lanes as f32, for each stored element type.
 
@@ -333,34 +320,61 @@ unsafe fn dot_i8_u8_32(qe: __m256i, qo: __m256i, x: __m256i, acc: __m256i) -> __
     _mm256_add_epi32(acc, p)
 }
 
-/// The even and odd bytes of 32 query bytes, sign-extended to i16.
+/// The even and odd bytes of 32 query bytes (xor `flip` if FLIP), sign-extended to i16.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn split_i8(qp: *const i8) -> (__m256i, __m256i) {
-    let q = _mm256_loadu_si256(qp as *const __m256i);
+unsafe fn split_i8<const FLIP: bool>(qp: *const u8, flip: __m256i) -> (__m256i, __m256i) {
+    let mut q = _mm256_loadu_si256(qp as *const __m256i);
+    if FLIP {
+        q = _mm256_xor_si256(q, flip);
+    }
     (
         _mm256_srai_epi16::<8>(_mm256_slli_epi16::<8>(q)),
         _mm256_srai_epi16::<8>(q),
     )
 }
 
-fn dot_i8_u8_tail(q: &[i8], x: &[u8]) -> i32 {
-    q.iter().zip(x).map(|(&a, &b)| a as i32 * b as i32).sum()
+fn dot_i8_u8_tail(q: &[u8], flip: i8, x: &[u8]) -> i32 {
+    q.iter()
+        .zip(x)
+        .map(|(&a, &b)| (a as i8 ^ flip) as i32 * b as i32)
+        .sum()
 }
 
+/// `out[r]` = the dot of row r with the query bytes xor `flip` taken as i8; or, with `PRE`,
+/// `qn + terms[r] - 2 * dot` (the rewritten l2 of `Kernels::l2_u8_batch_pre`, modulo 2^32).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn dot_i8_u8_batch_impl(q: &[i8], rows: &[u8], out: &mut [i32]) {
+unsafe fn dots_impl<const PRE: bool>(
+    q: &[u8],
+    flip: i8,
+    rows: &[u8],
+    terms: &[i32],
+    out: &mut [i32],
+) {
     let n = q.len();
     let main = n & !31;
     let qp = q.as_ptr();
     let nrows = out.len();
+    let fv = _mm256_set1_epi8(flip);
+    let qn = q
+        .iter()
+        .map(|&v| v as u32 * v as u32)
+        .fold(0u32, u32::wrapping_add);
+    let finish = |dot: i32, r: usize| {
+        if PRE {
+            qn.wrapping_add(terms[r] as u32)
+                .wrapping_sub((dot as u32).wrapping_mul(2)) as i32
+        } else {
+            dot
+        }
+    };
     let mut r = 0;
     while r + 4 <= nrows {
         let xp = rows.as_ptr().add(r * n);
         let mut a = [_mm256_setzero_si256(); 4];
         let mut i = 0;
         while i < main {
-            let (qe, qo) = split_i8(qp.add(i));
+            let (qe, qo) = split_i8::<PRE>(qp.add(i), fv);
             for (k, acc) in a.iter_mut().enumerate() {
                 let xv = _mm256_loadu_si256(xp.add(k * n + i) as *const __m256i);
                 *acc = dot_i8_u8_32(qe, qo, xv, *acc);
@@ -374,13 +388,21 @@ unsafe fn dot_i8_u8_batch_impl(q: &[i8], rows: &[u8], out: &mut [i32]) {
             _mm256_castsi256_si128(abcd),
             _mm256_extracti128_si256::<1>(abcd),
         );
-        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, s);
+        let mut s = s;
         if main < n {
-            for k in 0..4 {
+            let mut t4 = [0i32; 4];
+            for (k, t) in t4.iter_mut().enumerate() {
                 let row = &rows[(r + k) * n..(r + k + 1) * n];
-                out[r + k] = out[r + k].wrapping_add(dot_i8_u8_tail(&q[main..], &row[main..]));
+                *t = dot_i8_u8_tail(&q[main..], flip, &row[main..]);
             }
+            s = _mm_add_epi32(s, _mm_loadu_si128(t4.as_ptr() as *const __m128i));
         }
+        if PRE {
+            let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
+            let base = _mm_add_epi32(_mm_set1_epi32(qn as i32), t);
+            s = _mm_sub_epi32(base, _mm_slli_epi32::<1>(s));
+        }
+        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, s);
         r += 4;
     }
     while r < nrows {
@@ -388,12 +410,13 @@ unsafe fn dot_i8_u8_batch_impl(q: &[i8], rows: &[u8], out: &mut [i32]) {
         let mut acc = _mm256_setzero_si256();
         let mut i = 0;
         while i < main {
-            let (qe, qo) = split_i8(qp.add(i));
+            let (qe, qo) = split_i8::<PRE>(qp.add(i), fv);
             let xv = _mm256_loadu_si256(row.as_ptr().add(i) as *const __m256i);
             acc = dot_i8_u8_32(qe, qo, xv, acc);
             i += 32;
         }
-        out[r] = (hsum_epi32(acc) as i32).wrapping_add(dot_i8_u8_tail(&q[main..], &row[main..]));
+        let tail = dot_i8_u8_tail(&q[main..], flip, &row[main..]);
+        out[r] = finish((hsum_epi32(acc) as i32).wrapping_add(tail), r);
         r += 1;
     }
 }
@@ -403,7 +426,21 @@ pub fn dot_i8_u8_batch(q: &[i8], rows: &[u8], out: &mut [i32]) {
     check_batch(q.len(), rows.len(), out.len());
     // SAFETY: lengths checked above; the tables holding this function (Avx2, and Avx512 whose
     // detection requires avx2+fma+f16c too) are only handed out after is_x86_feature_detected!.
-    unsafe { dot_i8_u8_batch_impl(q, rows, out) }
+    unsafe { dots_impl::<false>(bytemuck::cast_slice(q), 0, rows, &[], out) }
+}
+
+/// Public so that the AVX-512 table without VNNI can share it.
+pub fn l2_u8_batch_pre(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    check_batch(q.len(), rows.len(), out.len());
+    assert_eq!(
+        terms.len(),
+        out.len(),
+        "{} row terms for {} rows",
+        terms.len(),
+        out.len()
+    );
+    // SAFETY: as for dot_i8_u8_batch.
+    unsafe { dots_impl::<true>(q, -128, rows, terms, bytemuck::cast_slice_mut(out)) }
 }
 
 // ---------------------------------------------------------------------------------------------
