@@ -12,7 +12,7 @@ import pytest
 
 from vdbbench.cli import main
 
-COMMON = ["--dataset", "synth-sift-20k", "--threads", "1", "--mode", "batch", "--repeats", "1"]
+COMMON = ["--dataset", "synth-sift-5k", "--threads", "1", "--mode", "batch", "--repeats", "1"]
 
 
 @pytest.fixture(scope="module")
