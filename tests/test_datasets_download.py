@@ -116,7 +116,7 @@ def test_wrong_checksum_is_refused_and_leaves_no_file(tmp_path, http_server):
     with pytest.raises(DownloadError, match=r"c\.bin: sha256 mismatch.*removed") as err:
         download(f"{http_server.url}/c.bin", tmp_path / "c.bin", sha256=hashlib.sha256(payload).hexdigest(), progress=False)
     assert http_server.url in str(err.value)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["c.bin.lock"]  # no data: neither c.bin nor c.bin.part
 
 
 def test_wrong_size_is_refused(tmp_path, http_server):
@@ -268,3 +268,25 @@ query = "ok/evil_query.fvecs"
     with pytest.raises(ValueError, match=r"evil\.tar\.gz: cannot extract"):
         load_dataset("evil")
     assert not (data_dir / "evil_base.fvecs").exists()
+
+
+def test_concurrent_downloads_of_one_file_do_not_interleave(tmp_path, http_server):
+    payload = np.random.default_rng(5).bytes(2_000_000)
+    http_server.files["/both.bin"] = payload
+    digest = hashlib.sha256(payload).hexdigest()
+    errors = []
+
+    def fetch():
+        try:
+            download(f"{http_server.url}/both.bin", tmp_path / "both.bin", sha256=digest, progress=False)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=fetch) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert (tmp_path / "both.bin").read_bytes() == payload
+    assert len(http_server.requests) == 1  # the others waited, then found the verified file

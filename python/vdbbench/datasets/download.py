@@ -72,6 +72,34 @@ def download(
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(dest.with_name(dest.name + ".lock")):  # two processes never append to one .part
+        if dest.exists():  # another process finished (and verified) it while we waited
+            return dest
+        return _download_locked(url, dest, size=size, sha256=sha256, retries=retries, timeout=timeout, progress=progress)
+
+
+class _exclusive:
+    """An advisory lock file (POSIX flock); a no-op where fcntl does not exist."""
+
+    def __init__(self, path: Path):
+        self.path, self.file = path, None
+
+    def __enter__(self):
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return self
+        self.file = open(self.path, "a")
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.file is not None:
+            self.file.close()  # closing releases the lock
+        return False
+
+
+def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, progress) -> Path:
     part = dest.with_name(dest.name + ".part")
     total: int | None = size
     attempt = 0

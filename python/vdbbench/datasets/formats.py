@@ -75,7 +75,7 @@ def write_vecs(path: str | os.PathLike, array: np.ndarray) -> Path:
     recs = np.empty(a.shape[0], dtype=[("dim", "<i4"), ("vec", dtype, (a.shape[1],))])
     recs["dim"] = a.shape[1]
     recs["vec"] = a
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent writers never share it
     recs.tofile(tmp)
     os.replace(tmp, path)
     return path
@@ -171,7 +171,7 @@ def write_ann_hdf5(path: str | os.PathLike, ds: Dataset) -> Path:
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent writers never share it
     with h5py.File(tmp, "w") as f:
         f.attrs["distance"] = METRIC_TO_ANN[ds.metric]
         f.attrs["dimension"] = ds.dim

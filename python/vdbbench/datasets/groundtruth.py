@@ -211,7 +211,7 @@ def ensure_groundtruth(ds: Dataset, cache_dir: str | os.PathLike | None = None, 
             pass  # damaged cache entry: recompute and overwrite it
     nb, di = compute_groundtruth(ds.train, ds.test, ds.metric, k=k_eff, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")  # per process: concurrent writers never share it
     np.savez(tmp, neighbors=nb, distances=di)
     os.replace(tmp, path)
     ds.neighbors, ds.distances = nb, di

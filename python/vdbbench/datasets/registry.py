@@ -124,7 +124,7 @@ def _read_records(folder: Path) -> dict:
 
 def _write_records(folder: Path, records: dict) -> None:
     path = _records_path(folder)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent writers never share it
     tmp.write_text(json.dumps(records, indent=2, sort_keys=True))
     os.replace(tmp, path)
 
