@@ -148,3 +148,14 @@ def test_unchanged_resubmissions_never_push_informative_dead_ends_out():
     assert "it 7 flagged" in text and "the audit flagged it (global-state, query-hash)" in text
     assert "it 6 slower" in text and "it 4 recall_below_floor" in text
     assert "1 older rejections not listed: 1 build_failed" in text
+
+
+def test_dense_tokenization_measured_by_the_endpoint_shrinks_the_compacted_prompt():
+    j = session_journal()
+    msgs = conversation(30, result_chars=4000)
+    plain = compact(msgs, j.events, CARD, window_tokens=8000, keep_recent_turns=6)
+    # The endpoint counted 1.6x what chars/4 estimates (code-heavy text): fit 8000 real tokens.
+    usage = {"prompt_tokens": int(chars_tokens(msgs) * 1.6), "completion_tokens": 0, "n_messages": len(msgs)}
+    dense = compact(msgs, j.events, CARD, window_tokens=8000, keep_recent_turns=6, last_usage=usage)
+    assert chars_tokens(dense) * 1.6 <= 8000 < chars_tokens(plain) * 1.6
+    assert len(dense) < len(plain)

@@ -65,6 +65,21 @@ def estimate_tokens(messages: Sequence[Mapping[str, Any]], last_usage: Mapping[s
     return measured + chars_tokens(messages[covered:])
 
 
+def token_ratio(messages: Sequence[Mapping[str, Any]], last_usage: Mapping[str, Any] | None) -> float:
+    """Real tokens per estimated (chars/4) token for this conversation, from the last measured
+    response, clipped to [1, 2]; 1 when nothing was measured."""
+    if not last_usage or last_usage.get("prompt_tokens") is None:
+        return 1.0
+    covered = last_usage.get("n_messages")
+    if covered is None:
+        covered = max((i + 1 for i, m in enumerate(messages) if m.get("role") == "assistant"), default=0)
+    estimated = chars_tokens(messages[: int(covered)])
+    measured = int(last_usage.get("prompt_tokens") or 0) + int(last_usage.get("completion_tokens") or 0)
+    if estimated <= 0 or measured <= 0:
+        return 1.0
+    return min(2.0, max(1.0, measured / estimated))
+
+
 def needs_compaction(
     messages: Sequence[Mapping[str, Any]], window_tokens: int, reserve: int, last_usage: Mapping[str, Any] | None = None
 ) -> bool:
@@ -272,14 +287,22 @@ def compact(
     window_tokens: int,
     keep_recent_turns: int = 4,
     reserve: int = 0,
+    last_usage: Mapping[str, Any] | None = None,
 ) -> list[dict]:
     """The system prompt, the journal's state summary, and as many of the last `keep_recent_turns`
     turns as fit in `window_tokens - reserve` (estimated at chars/4). Turns are kept whole; if even
     the last turn does not fit, its long texts are cut; if the summary alone is too long, its
-    lists of dead ends and notes are shortened."""
+    lists of dead ends and notes are shortened.
+
+    Code tokenizes denser than prose, so chars/4 can undercount: with `last_usage` (the last
+    response's usage, as for estimate_tokens) the endpoint's real tokens per chars/4-token
+    calibrate the budget, so the compacted prompt fits the real window too.
+    """
     budget = window_tokens - reserve
     if budget <= 0:
         raise ValueError(f"window_tokens ({window_tokens}) must exceed reserve ({reserve})")
+    ratio = token_ratio(messages, last_usage)
+    budget = int(budget / ratio)
     system = [dict(messages[0])] if messages and messages[0].get("role") == "system" else []
     rest = list(messages[len(system):])
     # Drop the summary of an earlier compaction: the new one supersedes it.
