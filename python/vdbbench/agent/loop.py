@@ -102,6 +102,7 @@ class Session:
         self._built_fp: str | None = None
         self._built_ok = False
         self._built_text = ""
+        self._tested: tuple[str, object] | None = None  # (fingerprint, TestResult) of the last test run
         self._last_diff_stat = ""
         self._last_profile: str | None = None
         self._pending_user: list[str] = []
@@ -413,11 +414,20 @@ class Session:
         ok, text, _ = self._build_current()
         return ToolResult(text, ok=ok)
 
+    def _run_tests(self):
+        """cargo test of the working copy; a pass is remembered until the code changes."""
+        fp = self._fingerprint()
+        if self._tested is not None and self._tested[0] == fp:
+            return self._tested[1]
+        res = wsp.run_tests(self.ws, self.card, self.target)
+        self.emit("tests", ok=res.ok, seconds=round(res.seconds, 3), summary=res.summary, output_tail=res.output_tail[-1500:])
+        self._tested = (fp, res)
+        return res
+
     def tool_run_tests(self) -> ToolResult:
         if not self.card.tests.enabled:
             return ToolResult("this task has no Rust tests; build and benchmark instead")
-        res = wsp.run_tests(self.ws, self.card, self.target)
-        self.emit("tests", ok=res.ok, seconds=round(res.seconds, 3), summary=res.summary, output_tail=res.output_tail[-1500:])
+        res = self._run_tests()
         if res.ok:
             return ToolResult(f"tests passed ({res.seconds:.1f} s): {res.summary}")
         return ToolResult(f"tests FAILED ({res.seconds:.1f} s): {res.summary}\n{res.failures}", ok=False)
@@ -521,8 +531,7 @@ class Session:
         if not ok:
             return "build_failed", text, None, None
         if self.card.tests.enabled:
-            res = wsp.run_tests(self.ws, self.card, self.target)
-            self.emit("tests", ok=res.ok, seconds=round(res.seconds, 3), summary=res.summary, output_tail=res.output_tail[-1500:])
+            res = self._run_tests()
             if not res.ok:
                 return "tests_failed", f"the Rust tests fail: {res.summary}\n{res.failures}", None, None
         # Freeze the build under test: the model cannot change it while it is measured.
