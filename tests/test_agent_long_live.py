@@ -73,3 +73,22 @@ def test_state_survives_a_resume_and_counts_wall_time_per_segment():
     view = LiveView(quiet=True, stream=io.StringIO())
     view.prime(j.events)
     assert view.state.tool_calls == 2 and view.stream.getvalue() == ""
+
+
+def test_quiet_mode_also_reports_compactions_reviews_and_flags():
+    j = JournalBuilder()
+    j.start()
+    j.add("compaction", before_tokens=30000, after_tokens=6000, summary="...")
+    j.add("review", text="## Strategic review: 8 submissions without improvement\n...")
+    j.add("audit", commit="abc123def4567890", verdict="flagged", findings=["[query-hash] src/lib.rs:4: hashes"],
+          fresh_qps=1.0, fresh_recall10=1.0, jump_factor=None)
+    j.add("audit", commit="fff", verdict="clean", findings=[], fresh_qps=1.0, fresh_recall10=1.0, jump_factor=None)
+    out = io.StringIO()
+    view = LiveView(quiet=True, stream=out)
+    for ev in j.events:
+        view.feed(ev)
+    assert out.getvalue().splitlines()[1:] == [
+        "[compaction] 30,000 -> 6,000 tokens at iteration 0",
+        "[review] Strategic review: 8 submissions without improvement",
+        "[audit] commit abc123def456 flagged: [query-hash] src/lib.rs:4: hashes",
+    ]

@@ -153,7 +153,8 @@ def decision_line(state: SessionState, ev: Mapping[str, Any], now: float | None 
 class LiveView:
     """Feed it every journal event (`feed`); use as a context manager around the session.
 
-    quiet=True prints one plain line per decision, budget stop and session end (for CI logs);
+    quiet=True prints one plain line per decision, budget stop and session end, and one per
+    compaction, strategic review and flagged audit (for CI logs);
     otherwise a rich Live panel shows iteration, best QPS, last outcome, tokens, cost, elapsed.
     """
 
@@ -185,6 +186,15 @@ class LiveView:
                 self._print(f"[end] {ev.get('reason')}: best {_qps(self.state.best_qps)} QPS after "
                             f"{self.state.iteration} submissions, {self.state.tool_calls} tool calls, "
                             f"{self.state.tokens:,} tokens, ${self.state.cost_usd:.2f}")
+            elif kind == "compaction":
+                self._print(f"[compaction] {int(ev.get('before_tokens') or 0):,} -> {int(ev.get('after_tokens') or 0):,} tokens"
+                            f" at iteration {self.state.iteration}")
+            elif kind == "review":
+                first = str(ev.get("text") or "").strip().splitlines()[:1]
+                self._print(f"[review] {first[0].lstrip('# ') if first else 'strategic review'}")
+            elif kind == "audit" and ev.get("verdict") == "flagged":
+                self._print(f"[audit] commit {str(ev.get('commit') or '?')[:12]} flagged: "
+                            + "; ".join(str(f) for f in (ev.get("findings") or [])[:2])[:200])
             elif kind == "session_start":
                 self._print(f"[start] {self.state.task} with {self.state.model}"
                             + (" (resumed)" if ev.get("resumed") else ""))
