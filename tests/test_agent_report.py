@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 
 import matplotlib.image as mpimg
 import pytest
@@ -165,7 +166,10 @@ def test_report_through_the_vdbbench_command(tmp_path, capsys):
     from vdbbench.cli import main
 
     long_session().write(tmp_path / "run")
-    assert main(["agent", "report", str(tmp_path / "run")]) == 0
+    assert main(["agent", "report", str(tmp_path / "run"), "--json", str(tmp_path / "r.json")]) == 0
     assert (tmp_path / "run" / "staircase.png").stat().st_size > 10_000
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["schema"] == "vdbbench.agent-report/1" and doc["totals"]["submissions"] == 40
+    assert len(doc["submissions"]) == 40 and [r["iteration"] for r in doc["accepted"]] == [3, 12, 30]
     assert main(["agent", "report", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -528,7 +528,24 @@ def _cmd_report(args) -> int:
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     print_report(events, png=str(out))
+    if args.json:
+        write_json(events, Path(args.json))
     return 0
+
+
+def write_json(events: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Totals, accepted changes and every submission, for scripts and CI dashboards."""
+    import json
+
+    doc = {
+        "schema": "vdbbench.agent-report/1",
+        "totals": totals(events),
+        "accepted": accepted_table(events),
+        "submissions": [{k: d.get(k) for k in ("iteration", "outcome", "qps", "recall10", "best_qps_after", "message")}
+                        for d in decisions(events)],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
 
 
 def _cmd_compare(args) -> int:
@@ -555,6 +572,7 @@ def register_report_commands(agent_subparsers) -> None:
     p.add_argument("-o", "--output", metavar="PNG", help="where to write the plot (default RUN/staircase.png)")
     p.add_argument("--scale", choices=("auto", "log", "linear"), default="auto",
                    help="QPS axis: log when QPS spans more than 20x (auto, the default), or forced")
+    p.add_argument("--json", metavar="FILE", help="also write totals, accepted changes and submissions as JSON")
     p.set_defaults(func=_cmd_report)
 
     c = agent_subparsers.add_parser(
