@@ -172,11 +172,17 @@ def cmd_export(args) -> int:
     ws = run_dir / "workspace"
     start = wsp.start_commit(ws)
     patch = wsp.git(ws, "diff", "--binary", start, "HEAD")
+    n = int(wsp.git(ws, "rev-list", "--count", f"{start}..HEAD").strip())
     if args.output == "-":
         sys.stdout.write(patch)
     else:
-        Path(args.output).write_text(patch)
-        n = wsp.git(ws, "rev-list", "--count", f"{start}..HEAD").strip()
-        print(f"wrote {args.output}: {n} accepted change(s), {len(patch.splitlines())} lines "
-              f"(apply in your checkout with `git apply {args.output}`)", file=sys.stderr)
+        try:
+            Path(args.output).write_text(patch)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc.strerror}") from None
+        if n == 0:
+            print(f"wrote {args.output}: empty, this session has no accepted change yet", file=sys.stderr)
+        else:
+            print(f"wrote {args.output}: {n} accepted change(s), {len(patch.splitlines())} lines "
+                  f"(apply in your checkout with `git apply {args.output}`)", file=sys.stderr)
     return 0
