@@ -1,0 +1,9 @@
+"""The agent area: an LLM edits the engine's Rust sources through tools; only measured gains are kept.
+
+The loop (`loop.Session`) asks the model (`model`), runs its tool calls (`tools`) on a private
+git workspace (`workspace`), judges each submission in candidate processes it owns
+(`evaluator`, `harness_worker`) and writes every event to the journal (`journal`), as the task
+card (`task`) says. Long sessions add budgets, compaction, strategic reviews, the audit, the
+live view and reports (`budget`, `compaction`, `review`, `audit`, `live`, `report`,
+`text_protocol`). Command line: `vdbbench agent run|resume|export|report|compare`.
+"""

@@ -27,7 +27,7 @@ from vdbbench.agent import workspace as wsp
 from vdbbench.agent.budget import Budgets, PriceTable, Usage, exceeded, price_table
 from vdbbench.agent.evaluator import EvalReport, Evaluator, make_eval_data
 from vdbbench.agent.journal import Journal
-from vdbbench.agent.model import Model, ModelFinished, ModelReply, ModelUnavailable, ToolCall
+from vdbbench.agent.model import Model, ModelFinished, ModelUnavailable, ToolCall
 from vdbbench.agent.task import TaskCard, load_task
 from vdbbench.agent.tools import TOOL_SCHEMAS, FileTools, ToolArgumentError, ToolResult, parse_arguments
 
