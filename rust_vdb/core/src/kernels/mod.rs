@@ -9,9 +9,15 @@
 //!
 //! Levels and tables:
 //! - x86_64: `Avx2` needs AVX2 + FMA + F16C (`avx2.rs`); `Avx512` needs AVX-512 F/BW/VL
-//!   (`avx512.rs`) and uses VNNI (`vpdpwssd`) for the u8 kernels when the CPU has it.
-//! - aarch64: `Neon` (`neon.rs`), declared untested until an aarch64 machine runs the parity
-//!   tests.
+//!   (`avx512.rs`) and uses VNNI (`vpdpwssd`, `vpdpbusd`) for the u8 kernels when the CPU has
+//!   it (the table named "avx512+vnni").
+//! - aarch64: `Neon` (`neon.rs`), UNTESTED: never compiled or run on an aarch64 machine yet;
+//!   f32 l2/dot and u8 l2 only, the rest from the scalar twins.
+//!
+//! Hot paths for an IVF scan: `l2_u8_batch_pre` (u8 prescore from per-row terms),
+//! `dot_i8_u8_batch` (ip prescore), `l2_f32_f16_batch` / `dot_f32_f16_batch` (f16 scan), the
+//! single-row f16 kernels with `prefetch` for the rerank. Figures per kernel and table, and
+//! what each optimisation gained: `benchmarks/results/kernels.md`.
 //!
 //! Detection happens once. `VDBBENCH_SIMD` is a cap, not a demand: the active level is the
 //! best available level not above it (`neon` on x86_64 therefore means scalar, `avx2` on
@@ -104,7 +110,7 @@ pub struct Kernels {
     pub l2_u8_batch_pre: L2U8BatchPre,
     /// Exact integer dots of an i8 query with u8 rows (in i32: exact for dims below 65793).
     /// With VNNI one `vpdpbusd` per 64 dims: for an inner-product prescore over u8 codes, a
-    /// query quantized to i8 scores about 3.7x faster than `dot_f32_u8_batch` (the
+    /// query quantized to i8 scores about 3.6x faster than `dot_f32_u8_batch` (the
     /// quantization of the query is the caller's choice and accuracy).
     pub dot_i8_u8_batch: fn(&[i8], &[u8], &mut [i32]),
 }
