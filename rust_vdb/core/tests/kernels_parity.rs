@@ -202,6 +202,24 @@ fn u8_l2_with_row_terms_is_exact() {
                 );
             }
         }
+        // long vectors: the i32 dot lanes come close to their range, the u32 distance must not
+        // wrap (dim 40000: distance up to 2.6e9, dot down to -1.3e9)
+        let dim = 40_000;
+        let rows: Vec<u8> = [
+            vec![255u8; dim],
+            vec![0u8; dim],
+            rng.u8s(dim),
+            vec![255u8; dim],
+        ]
+        .concat();
+        let terms: Vec<i32> = rows.chunks_exact(dim).map(|x| (k.u8_row_term)(x)).collect();
+        for q in [vec![0u8; dim], vec![255u8; dim], rng.u8s(dim)] {
+            let mut got = [0u32; 4];
+            let mut want = [1u32; 4];
+            (k.l2_u8_batch_pre)(&q, &rows, &terms, &mut got);
+            (SCALAR.l2_u8_batch)(&q, &rows, &mut want);
+            assert_eq!(got, want, "l2_u8_batch_pre({}) dim {dim}", k.name);
+        }
         let r = std::panic::catch_unwind(|| {
             (k.l2_u8_batch_pre)(&[1; 16], &[1; 32], &[0; 1], &mut [0; 2])
         });
@@ -241,6 +259,23 @@ fn i8_u8_dot_is_exact() {
                 let d = dim as i32 * qv as i32;
                 assert_eq!(got, [0, d * 255, d], "{} dim {dim} q={qv}", k.name);
             }
+        }
+        let dim = 40_000;
+        let rows: Vec<u8> = [
+            vec![255u8; dim],
+            rng.u8s(dim),
+            vec![0u8; dim],
+            vec![255u8; dim],
+        ]
+        .concat();
+        for qv in [i8::MIN, i8::MAX] {
+            let q = vec![qv; dim];
+            let mut got = [0i32; 4];
+            let mut want = [1i32; 4];
+            (k.dot_i8_u8_batch)(&q, &rows, &mut got);
+            (SCALAR.dot_i8_u8_batch)(&q, &rows, &mut want);
+            assert_eq!(got, want, "dot_i8_u8_batch({}) dim {dim} q={qv}", k.name);
+            assert_eq!(got[0], qv as i32 * 255 * dim as i32);
         }
         let r = std::panic::catch_unwind(|| (k.dot_i8_u8_batch)(&[1; 16], &[1; 31], &mut [0; 2]));
         assert!(
