@@ -6,7 +6,9 @@
 //!
 //! Layout of the work: f32-query kernels keep four (single) or one-per-row (batch of 4 rows)
 //! FMA accumulators so the 4-cycle FMA latency is hidden; u8 l2 takes |a-b| with saturating
-//! subtractions, widens to i16 by unpacking with zero and squares-and-adds with `vpmaddwd`.
+//! subtractions, widens to i16 by unpacking with zero and squares-and-adds with `vpmaddwd`;
+//! the i8 . u8 dots (and `l2_u8_batch_pre`, which is one) split the row bytes into even and
+//! odd i16 lanes by mask and shift for `vpmaddwd` with the sign-extended query.
 //! Tails (dims not a multiple of the vector width) run the scalar twin's arithmetic.
 
 use super::{scalar, Kernels, SimdLevel};

@@ -1,5 +1,7 @@
 //! AVX-512 kernels (x86_64), the `Avx512` tables: F/BW/VL everywhere, and a second table
-//! whose u8 kernels use VNNI (`vpdpwssd`) when the CPU has avx512vnni.
+//! whose u8 kernels use VNNI (`vpdpwssd` for |a-b|^2, `vpdpbusd` for the i8 . u8 dots behind
+//! `l2_u8_batch_pre` and `dot_i8_u8_batch`) when the CPU has avx512vnni. Batch kernels score
+//! 16 rows per block and reduce them with one transposing reduction (`hsum16_*`).
 //!
 //! Each `unsafe fn` carries `#[target_feature]`; the safe wrappers in the tables check slice
 //! lengths (so no read goes out of bounds) and rely on `kernels_for` handing a table out only
