@@ -136,3 +136,10 @@ format = "ann-hdf5"
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+
+def test_info_no_download_of_an_uncached_registered_set(data_dir, capsys):
+    assert main(["datasets", "info", "sift-1m", "--no-download"]) == 0
+    out = capsys.readouterr().out
+    assert "1,000,000" in out and "cached" in out and "no (would be in" in out and "synth-sift-1m" in out
+    assert not (data_dir / "synth").exists()  # nothing generated or downloaded

@@ -103,6 +103,18 @@ def _info(args: argparse.Namespace) -> int:
     from vdbbench.datasets.groundtruth import groundtruth_path
     from vdbbench.datasets.loader import resolve
 
+    from vdbbench.datasets import registry as reg
+
+    entry = reg.registry().get(args.name)
+    if entry is not None and args.no_download and reg.cached_source(entry) is None:
+        table = Table(title=args.name, show_header=False)
+        for key, value in (("n", f"{entry.n:,}"), ("dim", str(entry.dim)), ("nq", f"{entry.nq:,}"),
+                           ("metric", entry.metric), ("cached", f"no (would be in {entry.folder})"),
+                           ("sources", "\n".join(s.url for s in entry.sources)),
+                           ("offline fallback", entry.fallback or "none")):
+            table.add_row(key, value)
+        _console().print(table)
+        return 0
     try:
         ds, gt_folder = resolve(args.name, allow_download=not args.no_download)
     except DownloadError as exc:
