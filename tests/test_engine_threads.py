@@ -158,3 +158,30 @@ def test_reading_properties_while_another_thread_adds_does_not_deadlock():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["360000", "True"]
+
+
+def test_ctrl_c_interrupts_training_and_leaves_the_index_untrained():
+    script = textwrap.dedent(
+        """
+        import os, signal, threading, time
+        import numpy as np
+        import vdbbench as vb
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((200000, 64), dtype=np.float32)
+        idx = vb.IvfIndex(64, nlist=3000)
+        threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t0 = time.perf_counter()
+        try:
+            idx.train(x, threads=1)
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted after %.2f s" % (time.perf_counter() - t0))
+        print(idx.is_trained, idx.nlist)
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("interrupted after"), r.stdout
+    assert float(lines[0].split()[2]) < 30.0
+    assert lines[1] == "False 3000"

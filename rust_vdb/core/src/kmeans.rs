@@ -183,6 +183,7 @@ fn kmeans_pp(
     k: usize,
     rng: &mut Rng,
     threads: Option<usize>,
+    interrupt: Interrupt,
 ) -> Result<Vec<f32>> {
     let n = x.len() / dim;
     let mut centroids = Vec::with_capacity(k * dim);
@@ -191,6 +192,9 @@ fn kmeans_pp(
     let mut d2 = vec![f32::INFINITY; n];
     let l2 = crate::kernels::kernels().l2_f32;
     for c in 1..k {
+        if c % 64 == 0 {
+            interrupt()?;
+        }
         let last = &centroids[(c - 1) * dim..c * dim];
         let update = |(ci, ch): (usize, &mut [f32])| {
             for (i, d) in ch.iter_mut().enumerate() {
@@ -236,7 +240,7 @@ pub fn kmeans(
     params: &KMeansParams,
     interrupt: Interrupt,
 ) -> Result<KMeansResult> {
-    let n = if dim == 0 { 0 } else { data.len() / dim };
+    let n = data.len().checked_div(dim).unwrap_or(0);
     let k = params.k;
     if k == 0 || n < k {
         return Err(VdbError::InvalidInput(format!(
@@ -273,9 +277,9 @@ pub fn kmeans(
         for i in idx {
             v.extend_from_slice(&x[i * dim..(i + 1) * dim]);
         }
-        kmeans_pp(&v, dim, k, &mut rng, params.threads)?
+        kmeans_pp(&v, dim, k, &mut rng, params.threads, interrupt)?
     } else {
-        kmeans_pp(x, dim, k, &mut rng, params.threads)?
+        kmeans_pp(x, dim, k, &mut rng, params.threads, interrupt)?
     };
     if params.spherical {
         normalize_rows(&mut centroids, dim);

@@ -180,7 +180,7 @@ impl IvfIndex {
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
-        self.with(py, |f| Self::describe(f))
+        self.with(py, Self::describe)
     }
 }
 
