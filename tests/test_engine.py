@@ -294,3 +294,19 @@ def test_seed_decides_the_index(small):
     np.testing.assert_array_equal(a[1], b[1])
     c = built(base, seed=2).search(queries, k=10, nprobe=2)
     assert not np.array_equal(a[1], c[1])
+
+
+def test_u8_codes_are_lossless_on_integer_data():
+    # SIFT-like integer vectors whose ranges fit in 256 levels get step-1 codes: the u8
+    # prescore alone (rerank=0) is then the exact L2 scan.
+    base, queries = synth_sift(4_000, 50, seed=8)
+    queries = np.clip(queries, base.min(0), base.max(0))  # inside the trained range
+    flat = vb.FlatIndex(128)
+    flat.add(base)
+    fd, fi = flat.search(queries, k=10)
+    idx = vb.IvfIndex(128, nlist=16, storage="u8+f16")
+    idx.train(base)
+    idx.add(base)
+    d, i = idx.search(queries, k=10, nprobe=16, rerank=0)
+    np.testing.assert_array_equal(i, fi)
+    np.testing.assert_array_equal(d, fd)
