@@ -27,14 +27,18 @@ def data():
     return base, queries, dist
 
 
-@pytest.fixture(scope="module", params=["u8+f16", "f16", "f32"])
-def index(request, data):
-    base = data[0]
-    nlist = default_nlist(N)
-    idx = vb.IvfIndex(dim=base.shape[1], nlist=nlist, metric="l2", storage=request.param, seed=0)
-    idx.train(train_sample(base, nlist))
-    idx.add(base)
-    return request.param, idx
+_BUILT: dict[str, object] = {}
+
+
+def built(storage: str, base: np.ndarray):
+    """One IVF index per storage, built on first use and shared by the benchmarks."""
+    if storage not in _BUILT:
+        nlist = default_nlist(N)
+        idx = vb.IvfIndex(dim=base.shape[1], nlist=nlist, metric="l2", storage=storage, seed=0)
+        idx.train(train_sample(base, nlist))
+        idx.add(base)
+        _BUILT[storage] = idx
+    return _BUILT[storage]
 
 
 def _bench(benchmark, data, idx, **params):
@@ -47,29 +51,21 @@ def _bench(benchmark, data, idx, **params):
     return ids
 
 
-def test_prescore_only(benchmark, data, index):
+def test_prescore_only(benchmark, data):
     """u8 codes scanned and cut to k, no rerank: the prescore stage alone."""
-    storage, idx = index
-    if storage != "u8+f16":
-        pytest.skip("prescore-only exists for u8+f16 storage")
-    _bench(benchmark, data, idx, rerank=0)
+    _bench(benchmark, data, built("u8+f16", data[0]), rerank=0)
 
 
 @pytest.mark.parametrize("rerank", [4 * K, 16 * K])
-def test_prescore_and_rerank(benchmark, data, index, rerank):
+def test_prescore_and_rerank(benchmark, data, rerank):
     """u8 prescore, then the best ``rerank`` candidates rescored from f16."""
-    storage, idx = index
-    if storage != "u8+f16":
-        pytest.skip("rerank exists for u8+f16 storage")
-    _bench(benchmark, data, idx, rerank=rerank)
+    _bench(benchmark, data, built("u8+f16", data[0]), rerank=rerank)
 
 
-def test_full_precision_scan(benchmark, data, index):
+@pytest.mark.parametrize("storage", ["f16", "f32"])
+def test_full_precision_scan(benchmark, data, storage):
     """f16 or f32 storage: every probed vector scored at full precision."""
-    storage, idx = index
-    if storage == "u8+f16":
-        pytest.skip("covered by the prescore/rerank benchmarks")
-    _bench(benchmark, data, idx)
+    _bench(benchmark, data, built(storage, data[0]))
 
 
 def test_exact_flat_kernel(benchmark, data):

@@ -162,7 +162,7 @@ def test_ours_ivf_reports_stage_breakdown(small, tmp_path):
     r = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
     assert results.target_met(r)
     assert {p["params"]["rerank"] for p in r["points"]} == {40, 80, 160}
-    assert all(isinstance(p.get("stages"), dict) and p["stages"] for p in r["points"])
+    assert all(isinstance(p.get("stages"), dict) and p["stages"]["nq"] == small.nq for p in r["points"])
     assert r["build"]["bytes"] > 0 and r["build"]["cached"] is False
 
 

@@ -198,7 +198,8 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
                 else:
                     timed = time_single(lambda q: adapter.search(q, k, params, threads), single_q)
                     point.update(timed)
-                stages = adapter.stage_stats()
+                # the batch call's per-stage breakdown (after single mode it would be one query's)
+                stages = adapter.stage_stats() if mode == "batch" else None
                 if stages is not None:
                     point["stages"] = stages
                 state["points"].append(point)
