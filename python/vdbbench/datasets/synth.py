@@ -2,21 +2,24 @@
 
 Both come from one hierarchical process, a "world" fixed by the seed and independent of n:
 G groups, each with its own mean and its own r-dimensional basis; K components per group, each a
-mean (the group's plus a sparse non-negative offset) and its own anisotropic latent scales
+mean (the group's plus a gamma-distributed offset) and its own anisotropic latent scales
 (decaying with the latent index, log-normal per component) and noise level (log-normal, so some
 components are tight, near-duplicate patterns and others diffuse). A point picks a component,
 draws heavy-tailed (Student-t) latent coordinates and Gaussian noise: many overlapping,
 low-intrinsic-dimension, anisotropic structures rather than a few tight clusters.
 
-`synth_sift` then does what SIFT does to a gradient histogram: keep the non-negative part,
-weight the 4x4 spatial cells by a Gaussian window, normalise to unit length, clip at 0.2,
+`synth_sift` then turns each point into a gradient histogram and does what SIFT does to one:
+keep the non-negative part, sharpen it (a power > 1: a few dominant orientations), weight the
+4x4 spatial cells by a Gaussian window, normalise to unit length, clip at 0.2,
 renormalise, scale by 512, round to integers 0..255. Its parameters were calibrated with
 benchmarks/calibrate_synth.py so that exact-scan IVF at nlist = 4*sqrt(n) needs a similar
 fraction of the lists as real SIFT (benchmarks/results/synth_calibration.md).
 
 Rows are generated in fixed chunks with one random stream per chunk, so memory stays bounded,
-the output does not depend on the machine, and the base of a smaller n is a prefix of a larger
-one; queries come from their own streams (fresh draws, disjoint from the base).
+the output does not depend on how it is chunked in memory, and the base of a smaller n is a
+prefix of a larger one; queries come from their own streams (fresh draws, disjoint from the
+base). (Integer rounding after a BLAS product could in principle differ in rare components
+between BLAS builds; the cache keys and Dataset.sha256 identify exactly what was measured.)
 """
 
 from __future__ import annotations
