@@ -184,7 +184,7 @@ class Session:
             changed = wsp.diff_vs_best(self.ws, card, stat=True) or "none"
             self.messages.append({"role": "user", "content": summary + "\n\n" + render(self.prompts, "resume.md", changed=changed)})
         else:
-            self.messages.append({"role": "user", "content": "Begin: read the code, find where search spends its time, and make it faster."})
+            self.messages.append({"role": "user", "content": render(self.prompts, "begin.md")})
 
     def _system_prompt(self) -> str:
         c = self.card
