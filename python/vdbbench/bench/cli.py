@@ -173,8 +173,6 @@ def _load_dataset(name: str, queries: int | None, console):
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(f"cannot load dataset {name!r}: {exc}") from None
     if queries is not None:
-        if queries < 1:
-            raise UsageError(f"--queries expects an integer >= 1, got {queries}")
         ds = _subset_queries(ds, queries)
     return ds
 
@@ -207,6 +205,8 @@ def cmd_run(args) -> int:
             check_engine()
         except ImportError as exc:
             raise UsageError(str(exc)) from None
+    if args.queries is not None and args.queries < 1:
+        raise UsageError(f"--queries expects an integer >= 1, got {args.queries}")
     out = _out_dir(args)
     _check_writable(out)
 

@@ -38,6 +38,10 @@ def check(
             f"baseline on {base['dataset']['name']} (sha256 {base['dataset']['sha256'][:12]}): not comparable"
         )
 
+    if res["dataset"]["nq"] != base["dataset"]["nq"]:
+        bad.append(f"result used {res['dataset']['nq']} queries, baseline {base['dataset']['nq']}: "
+                   f"recall is not comparable (run without --queries, or with the baseline's)")
+
     # Recall: absolute, at the parameters of each baseline headline (same params, once each).
     wanted: dict[str, dict] = {}
     for h in base["headline"]:

@@ -220,6 +220,8 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
             "sha256": sha,
             "synthetic": bool(dataset.synthetic),
             "source": dataset.source,
+            # --queries N measures the first N queries only; the hash identifies the full set
+            "nq_total": int(dataset.extra.get("queries_total", dataset.nq)),
         },
         "index": {"name": adapter.name, "params": adapter.build_params()},
         "machine": results.machine_info(_simd(adapter), adapter.versions()),
