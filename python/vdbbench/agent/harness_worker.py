@@ -3,7 +3,8 @@
 Run by the evaluator as ``python -I harness_worker.py`` in a process group of its own, with an
 address-space cap and pinned threads. It imports only the standard library and numpy, keeps
 the protocol on private copies of stdin/stdout (whatever the candidate prints goes to stderr),
-and sends back ids and the seconds `search` took, never the ground truth it does not have.
+and sends back ids and the seconds `search` took (wall clock, and the CPU time of the whole
+process, all threads included), never the ground truth it does not have.
 
 Frames (both directions): 4-byte big-endian header length, a JSON header, then for each name
 in header["arrays"] an 8-byte length and that array in .npy format (no pickles, either way).
@@ -100,14 +101,15 @@ def main() -> int:
                                         "has_stats": hasattr(index, "last_search_stats")})
             elif cmd == "search":
                 queries = arrays["queries"]
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 result = index.search(queries, **header.get("search_args", {}))
                 seconds = time.perf_counter() - t0
+                cpu_seconds = time.process_time() - c0
                 ids = result[1] if isinstance(result, tuple) and len(result) == 2 else result
                 import numpy as np
 
                 ids = np.asarray(ids)
-                reply = {"ok": True, "seconds": seconds}
+                reply = {"ok": True, "seconds": seconds, "cpu_seconds": cpu_seconds}
                 if header.get("stats") and hasattr(index, "last_search_stats"):
                     reply["stats"] = _jsonable_stats(index.last_search_stats())
                 write_frame(proto_out, reply, {"ids": ids})

@@ -202,6 +202,7 @@ class Session:
             module=c.entry.module, cls=c.entry.cls, dim=c.dataset.dim, build_args=build_args,
             search_args=search_args, dataset=c.dataset.name, n=f"{c.dataset.n:,}", metric=c.dataset.metric,
             threads=c.objective.threads, recall_floor=c.objective.recall_floor,
+            clock=("process's CPU time (all its threads)" if c.objective.clock_kind == "cpu" else "wall clock"),
             margin_pct=f"{c.objective.margin:.0%}", repeats=c.objective.repeats, p_value=c.objective.p_value,
             tests=(f"`cargo test` of `{c.tests.manifest or c.build.manifest}` must pass" if c.tests.enabled else "none"),
             best=best, hints=(f"## Hints\n{c.hints}" if c.hints else ""),
@@ -443,7 +444,8 @@ class Session:
                          f"the margin to beat is {self.card.objective.margin:.0%})")
         lines.append(f"per-repeat QPS: yours {', '.join(_fmt(q) for q in c.qps_samples)}"
                      + (f"; best {', '.join(_fmt(q) for q in b.qps_samples)}" if b else ""))
-        lines.append(f"index build: train {c.train_s:.3f} s, add {c.add_s:.3f} s")
+        lines.append(f"QPS timed on the {c.clock} clock" + (f" (wall-clock QPS {_fmt(c.wall_qps)})" if c.clock != "wall" else "")
+                     + f"; index build: train {c.train_s:.3f} s, add {c.add_s:.3f} s")
         return "\n".join(lines)
 
     def tool_benchmark(self) -> ToolResult:

@@ -76,6 +76,16 @@ class Objective:
     repeats: int = 5
     dev_repeats: int = 3
     p_value: float = 0.05
+    # What a timed repeat is measured on: "wall" clock, or "cpu" (the candidate process's CPU
+    # time, all threads): preemption by other work on a shared machine does not count there.
+    # "auto" = cpu for one thread (the QPS of one busy core), wall for more.
+    clock: str = "auto"
+
+    @property
+    def clock_kind(self) -> str:
+        if self.clock == "auto":
+            return "cpu" if self.threads == 1 else "wall"
+        return self.clock
 
 
 @dataclass
@@ -238,6 +248,8 @@ def _validate(card: TaskCard, where: str) -> None:
         raise TaskError(f"{where}: [objective] recall_floor must be in (0, 1], got {obj.recall_floor}")
     if obj.margin < 0:
         raise TaskError(f"{where}: [objective] margin must be >= 0, got {obj.margin}")
+    if obj.clock not in ("auto", "wall", "cpu"):
+        raise TaskError(f"{where}: [objective] clock {obj.clock!r}: expected auto, wall or cpu")
     if obj.mode != "batch":
         raise TaskError(f"{where}: [objective] mode {obj.mode!r}: only 'batch' is supported")
     if ds.heldout_queries < obj.repeats or ds.dev_queries < obj.dev_repeats:
