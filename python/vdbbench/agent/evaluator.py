@@ -149,9 +149,18 @@ class CandidateProcess:
         env.update(RAYON_NUM_THREADS=threads, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS="1",
                    MKL_NUM_THREADS="1", RUST_BACKTRACE="0")
 
+        cpu = int(card.limits.eval_timeout_s * max(1, card.objective.threads) * 2) + 10
+
         def limit():  # runs in the child before exec
             resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            # Safety nets for a harness that dies without cleaning up (SIGKILL): the kernel ends a
+            # spinning candidate on its CPU limit, and on Linux as soon as the harness is gone.
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+            if sys.platform.startswith("linux"):
+                import ctypes
+
+                ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
         self.log = log_path.open("ab")
         self.proc = subprocess.Popen(
