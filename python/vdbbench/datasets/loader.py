@@ -216,8 +216,8 @@ def resolve(name_or_path: str | os.PathLike, *, allow_download: bool = True, off
         return load_path(path, metric=metric), reg.data_dir() / "groundtruth"
     valid = ", ".join(list(entries) + sorted(_ARRAYS))
     raise reg.UnknownDataset(
-        f"unknown data set {name!r}: not a registered name ({valid}), not a generated name "
-        f"(synth-sift-<n>, synth-float-<n>, e.g. synth-sift-20k), and no such file"
+        f"unknown data set {name!r} (and no such file); valid: {valid}, or a generated name "
+        f"synth-sift-<n> / synth-float-<n> (e.g. synth-sift-20k, synth-float-1m), or a file path"
     )
 
 
