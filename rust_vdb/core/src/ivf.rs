@@ -18,8 +18,11 @@ use crate::search_stats::SearchStats;
 use crate::topk::{Hit, TopK};
 use crate::validate;
 
-/// Queries per parallel task: also the block routed by one matrix product.
-const QUERY_BLOCK: usize = 32;
+/// Queries routed by one matrix product.
+const ROUTE_BLOCK: usize = 32;
+/// Queries searched together by one task: the lists they share are scanned back to back.
+/// Parallel calls use smaller blocks when there are too few queries to keep threads busy.
+const SCAN_BLOCK: usize = 256;
 /// Blocks with fewer queries route query by query with the kernels (a matrix product packs
 /// every centroid first, which only pays off over several queries).
 const ROUTE_GEMM_MIN: usize = 4;
@@ -140,15 +143,20 @@ pub struct IvfIndex {
 /// Per-thread buffers reused across queries and calls: a search allocates nothing per query.
 #[derive(Default)]
 struct Scratch {
-    /// A block of (normalised) queries and their inner products with every centroid.
+    /// The block's (normalised) queries, and inner products of a sub-block with every centroid.
     qblock: Vec<f32>,
     dots: Vec<f32>,
+    order: Vec<(f32, u32)>,
+    /// (list << 32 | query) for every probe of the block, sorted: the visiting order.
+    probes: Vec<u64>,
+    /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
     qcodes: Vec<u8>,
     qscaled: Vec<f32>,
-    order: Vec<(f32, u32)>,
+    bias: Vec<f32>,
     fbuf: Vec<f32>,
     ubuf: Vec<u32>,
-    cand: TopK<u64>,
+    /// Per query of the block: the best candidates, payload = (list << 32 | row).
+    heaps: Vec<TopK<u64>>,
     best: TopK<()>,
     cand_sorted: Vec<Hit<u64>>,
     best_sorted: Vec<Hit<()>>,
@@ -466,6 +474,16 @@ impl IvfIndex {
         let mut ids = vec![0i64; nq * k];
         let mut stats = SearchStats::default();
         let sequential = nq <= 1 || threads == Some(1);
+        // Enough blocks for two per thread, none larger than SCAN_BLOCK.
+        let nthreads = if sequential {
+            1
+        } else {
+            pool::effective_threads(threads)
+        };
+        let block = nq
+            .min(INTERRUPT_EVERY)
+            .div_ceil(2 * nthreads)
+            .clamp(8, SCAN_BLOCK);
         for (ci, ((qs, dd), ii)) in queries
             .chunks(INTERRUPT_EVERY * dim)
             .zip(d.chunks_mut(INTERRUPT_EVERY * k))
@@ -477,12 +495,20 @@ impl IvfIndex {
                 interrupt()?;
             }
             let s = if sequential {
-                self.search_block(qs, &p, dd, ii)
+                let mut s = SearchStats::default();
+                for ((qs, dd), ii) in qs
+                    .chunks(SCAN_BLOCK * dim)
+                    .zip(dd.chunks_mut(SCAN_BLOCK * k))
+                    .zip(ii.chunks_mut(SCAN_BLOCK * k))
+                {
+                    s.merge(&self.search_block(qs, &p, dd, ii));
+                }
+                s
             } else {
                 pool::install(threads, || {
-                    qs.par_chunks(QUERY_BLOCK * dim)
-                        .zip(dd.par_chunks_mut(QUERY_BLOCK * k))
-                        .zip(ii.par_chunks_mut(QUERY_BLOCK * k))
+                    qs.par_chunks(block * dim)
+                        .zip(dd.par_chunks_mut(block * k))
+                        .zip(ii.par_chunks_mut(block * k))
                         .map(|((qs, dd), ii)| self.search_block(qs, &p, dd, ii))
                         .reduce(SearchStats::default, |mut a, b| {
                             a.merge(&b);
@@ -501,7 +527,10 @@ impl IvfIndex {
         Ok((d, ids, stats))
     }
 
-    /// Searches a few queries on the current thread with its scratch buffers.
+    /// Searches a block of queries on the current thread with its scratch buffers: route
+    /// every query, then visit the probed lists in list order, scoring each list against all
+    /// the block's queries that probe it while its codes are in cache, then rerank per query.
+    /// Results do not depend on the visiting order (the heaps order hits by score, then id).
     fn search_block(
         &self,
         qs: &[f32],
@@ -510,44 +539,202 @@ impl IvfIndex {
         out_i: &mut [i64],
     ) -> SearchStats {
         SCRATCH.with(|cell| {
-            let mut scratch = cell.borrow_mut();
+            let mut guard = cell.borrow_mut();
+            let s = &mut *guard;
             let mut stats = SearchStats::default();
             let kern = kernels();
-            let (dim, k, nlist) = (self.dim, p.k, self.lists.len());
-            let mut qblock = std::mem::take(&mut scratch.qblock);
-            let mut dots = std::mem::take(&mut scratch.dots);
-            for ((sub, dd), ii) in qs
-                .chunks(QUERY_BLOCK * dim)
-                .zip(out_d.chunks_mut(QUERY_BLOCK * k))
-                .zip(out_i.chunks_mut(QUERY_BLOCK * k))
-            {
-                let t0 = Instant::now();
-                let m = sub.len() / dim;
-                qblock.clear();
-                qblock.extend_from_slice(sub);
-                if self.metric == Metric::Cosine {
-                    normalize_rows(&mut qblock, dim);
-                }
-                dots.resize(m * nlist, 0.0);
-                self.centroid_dots(kern, &qblock, m, &mut dots);
-                stats.routing_s += t0.elapsed().as_secs_f64();
-                for qi in 0..m {
-                    self.search_one(
-                        kern,
-                        &qblock[qi * dim..(qi + 1) * dim],
-                        &dots[qi * nlist..(qi + 1) * nlist],
-                        p,
-                        &mut scratch,
-                        &mut stats,
-                        &mut dd[qi * k..(qi + 1) * k],
-                        &mut ii[qi * k..(qi + 1) * k],
-                    );
+            let (dim, k, nlist, nprobe) = (self.dim, p.k, self.lists.len(), p.nprobe);
+            let sim = self.metric.is_similarity();
+            let m = qs.len() / dim;
+            let t0 = Instant::now();
+
+            // 1. Routing, a matrix product per sub-block of queries.
+            s.qblock.clear();
+            s.qblock.extend_from_slice(qs);
+            if self.metric == Metric::Cosine {
+                normalize_rows(&mut s.qblock, dim);
+            }
+            s.probes.clear();
+            for (bi, sub) in s.qblock.chunks(ROUTE_BLOCK * dim).enumerate() {
+                let mb = sub.len() / dim;
+                s.dots.resize(mb * nlist, 0.0);
+                self.centroid_dots(kern, sub, mb, &mut s.dots);
+                for qi in 0..mb {
+                    let dots = &s.dots[qi * nlist..(qi + 1) * nlist];
+                    self.select_lists(dots, nprobe, &mut s.order);
+                    let q = (bi * ROUTE_BLOCK + qi) as u64;
+                    s.probes
+                        .extend(s.order.iter().map(|&(_, li)| ((li as u64) << 32) | q));
                 }
             }
-            scratch.qblock = qblock;
-            scratch.dots = dots;
+            // Visit lists in order; each list's queries follow one another.
+            s.probes.sort_unstable();
+            let t1 = Instant::now();
+            stats.routing_s += (t1 - t0).as_secs_f64();
+            stats.lists_probed += (m * nprobe) as u64;
+            stats.nq += m as u64;
+
+            // 2. Scan: u8 codes (keeping the best `rerank`), or f16 / f32 vectors (best k).
+            let ncand = match self.storage {
+                Storage::U8F16 if p.rerank > 0 => p.rerank,
+                _ => k,
+            };
+            if s.heaps.len() < m {
+                s.heaps.resize_with(m, TopK::default);
+            }
+            s.heaps[..m].iter_mut().for_each(|h| h.reset(ncand));
+            let sq = self.sq.as_ref();
+            if let (Storage::U8F16, Some(sq)) = (self.storage, sq) {
+                if sim {
+                    s.qscaled.resize(m * dim, 0.0);
+                    s.bias.clear();
+                    for (q, sc) in s
+                        .qblock
+                        .chunks_exact(dim)
+                        .zip(s.qscaled.chunks_exact_mut(dim))
+                    {
+                        s.bias.push(sq.ip_query(q, sc));
+                    }
+                } else {
+                    s.qcodes.resize(m * dim, 0);
+                    for (q, c) in s
+                        .qblock
+                        .chunks_exact(dim)
+                        .zip(s.qcodes.chunks_exact_mut(dim))
+                    {
+                        sq.encode(q, c);
+                    }
+                }
+            }
+            for &visit in &s.probes {
+                let li = (visit >> 32) as usize;
+                let qi = (visit & 0xFFFF_FFFF) as usize;
+                let list = &self.lists[li];
+                let n = list.len();
+                if n == 0 {
+                    continue;
+                }
+                stats.codes_scanned += n as u64;
+                let heap = &mut s.heaps[qi];
+                let loc = (li as u64) << 32;
+                let q = &s.qblock[qi * dim..(qi + 1) * dim];
+                match (self.storage, sim) {
+                    (Storage::U8F16, false) => {
+                        s.ubuf.resize(n, 0);
+                        let out = &mut s.ubuf[..n];
+                        let qc = &s.qcodes[qi * dim..(qi + 1) * dim];
+                        (kern.l2_u8_batch_pre)(qc, &list.codes, &list.terms, out);
+                        let mut thr = heap.threshold();
+                        for (j, &v) in out.iter().enumerate() {
+                            let sc = v as f32;
+                            if sc <= thr {
+                                heap.push(sc, list.ids[j], loc | j as u64);
+                                thr = heap.threshold();
+                            }
+                        }
+                    }
+                    (Storage::U8F16, true) => {
+                        s.fbuf.resize(n, 0.0);
+                        let out = &mut s.fbuf[..n];
+                        (kern.dot_f32_u8_batch)(
+                            &s.qscaled[qi * dim..(qi + 1) * dim],
+                            &list.codes,
+                            out,
+                        );
+                        let bias = s.bias[qi];
+                        let mut thr = heap.threshold();
+                        for (j, &v) in out.iter().enumerate() {
+                            let sc = -(bias + v);
+                            if sc <= thr {
+                                heap.push(sc, list.ids[j], loc | j as u64);
+                                thr = heap.threshold();
+                            }
+                        }
+                    }
+                    (storage, _) => {
+                        s.fbuf.resize(n, 0.0);
+                        let out = &mut s.fbuf[..n];
+                        match (storage, sim) {
+                            (Storage::F32, false) => (kern.l2_f32_batch)(q, &list.vf32, out),
+                            (Storage::F32, true) => (kern.dot_f32_batch)(q, &list.vf32, out),
+                            (_, false) => (kern.l2_f32_f16_batch)(q, &list.vf16, out),
+                            (_, true) => (kern.dot_f32_f16_batch)(q, &list.vf16, out),
+                        }
+                        push_all(heap, out, &list.ids, loc, sim);
+                    }
+                }
+            }
+            let t2 = Instant::now();
+            stats.prescore_s += (t2 - t1).as_secs_f64();
+
+            // 3. Rerank the u8 candidates with f16 (or decode their u8 distances), cut to k.
+            let rerank = self.storage == Storage::U8F16 && p.rerank > 0;
+            let scale = match (self.storage, sq) {
+                (Storage::U8F16, Some(sq)) if !sim => sq.l2_scale(),
+                _ => 1.0,
+            };
+            for qi in 0..m {
+                s.heaps[qi].drain_sorted(&mut s.cand_sorted);
+                s.best.reset(k);
+                if rerank {
+                    // Rescore in storage order (list, row): neighbouring rows, fewer misses.
+                    s.cand_sorted.sort_unstable_by_key(|h| h.payload);
+                    let q = &s.qblock[qi * dim..(qi + 1) * dim];
+                    for h in &s.cand_sorted {
+                        let list = &self.lists[(h.payload >> 32) as usize];
+                        let j = (h.payload & 0xFFFF_FFFF) as usize;
+                        let v = &list.vf16[j * dim..(j + 1) * dim];
+                        let sc = if sim {
+                            -(kern.dot_f32_f16)(q, v)
+                        } else {
+                            (kern.l2_f32_f16)(q, v)
+                        };
+                        s.best.push(sc, h.id, ());
+                    }
+                    stats.candidates_reranked += s.cand_sorted.len() as u64;
+                } else {
+                    for h in &s.cand_sorted {
+                        s.best.push(h.score * scale, h.id, ());
+                    }
+                }
+                s.best.drain_sorted(&mut s.best_sorted);
+                write_row(
+                    self.metric,
+                    &s.best_sorted,
+                    &mut out_d[qi * k..(qi + 1) * k],
+                    &mut out_i[qi * k..(qi + 1) * k],
+                );
+            }
+            let t3 = Instant::now();
+            if rerank {
+                stats.rerank_s += (t3 - t2).as_secs_f64();
+            } else {
+                stats.topk_s += (t3 - t2).as_secs_f64();
+            }
             stats
         })
+    }
+
+    /// The nprobe best lists for one query's centroid inner products, best first: by
+    /// ||c||^2 - 2 <q, c> (l2) or -<q, c> (ip, cosine), ties to the smaller list.
+    fn select_lists(&self, dots: &[f32], nprobe: usize, order: &mut Vec<(f32, u32)>) {
+        order.clear();
+        if self.metric.is_similarity() {
+            order.extend(dots.iter().enumerate().map(|(i, &d)| (-d, i as u32)));
+        } else {
+            order.extend(
+                dots.iter()
+                    .zip(&self.cnorms)
+                    .enumerate()
+                    .map(|(i, (&d, &c))| (c - 2.0 * d, i as u32)),
+            );
+        }
+        let by_score = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        if nprobe < order.len() {
+            order.select_nth_unstable_by(nprobe - 1, by_score);
+            order.truncate(nprobe);
+        }
+        order.sort_unstable_by(by_score);
     }
 
     /// Inner products of m queries with every centroid (m x nlist): one matrix product for
@@ -581,168 +768,16 @@ impl IvfIndex {
             }
         }
     }
-
-    #[allow(clippy::too_many_arguments)]
-    fn search_one(
-        &self,
-        kern: &Kernels,
-        q: &[f32],
-        dots: &[f32],
-        p: &SearchParams,
-        s: &mut Scratch,
-        stats: &mut SearchStats,
-        out_d: &mut [f32],
-        out_i: &mut [i64],
-    ) {
-        let dim = self.dim;
-        let nlist = self.lists.len();
-        let sim = self.metric.is_similarity();
-        let t0 = Instant::now();
-
-        // Routing: rank the centroids by ||c||^2 - 2 <q, c> (l2) or -<q, c>, keep the
-        // nprobe best (ties to the smaller list).
-        s.order.clear();
-        if sim {
-            s.order
-                .extend(dots.iter().enumerate().map(|(i, &d)| (-d, i as u32)));
-        } else {
-            s.order.extend(
-                dots.iter()
-                    .zip(&self.cnorms)
-                    .enumerate()
-                    .map(|(i, (&d, &c))| (c - 2.0 * d, i as u32)),
-            );
-        }
-        let by_score = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        if p.nprobe < nlist {
-            s.order.select_nth_unstable_by(p.nprobe - 1, by_score);
-            s.order.truncate(p.nprobe);
-        }
-        s.order.sort_unstable_by(by_score);
-        let t1 = Instant::now();
-        stats.routing_s += (t1 - t0).as_secs_f64();
-        stats.lists_probed += p.nprobe as u64;
-        stats.nq += 1;
-
-        // Scan.
-        let mut t2;
-        match self.storage {
-            Storage::F32 | Storage::F16 => {
-                s.best.reset(p.k);
-                for &(_, li) in &s.order {
-                    let list = &self.lists[li as usize];
-                    let n = list.len();
-                    if n == 0 {
-                        continue;
-                    }
-                    s.fbuf.resize(n, 0.0);
-                    let out = &mut s.fbuf[..n];
-                    match (self.storage, sim) {
-                        (Storage::F32, false) => (kern.l2_f32_batch)(q, &list.vf32, out),
-                        (Storage::F32, true) => (kern.dot_f32_batch)(q, &list.vf32, out),
-                        (_, false) => (kern.l2_f32_f16_batch)(q, &list.vf16, out),
-                        (_, true) => (kern.dot_f32_f16_batch)(q, &list.vf16, out),
-                    }
-                    push_all(&mut s.best, out, &list.ids, sim);
-                    stats.codes_scanned += n as u64;
-                }
-                t2 = Instant::now();
-                stats.prescore_s += (t2 - t1).as_secs_f64();
-            }
-            Storage::U8F16 => {
-                let sq = self.sq.as_ref().expect("u8+f16 index without quantizer");
-                let ncand = if p.rerank == 0 { p.k } else { p.rerank };
-                s.cand.reset(ncand);
-                s.qcodes.resize(dim, 0);
-                s.qscaled.resize(dim, 0.0);
-                let bias = if sim {
-                    sq.ip_query(q, &mut s.qscaled)
-                } else {
-                    0.0
-                };
-                if !sim {
-                    sq.encode(q, &mut s.qcodes);
-                }
-                for &(_, li) in &s.order {
-                    let list = &self.lists[li as usize];
-                    let n = list.len();
-                    if n == 0 {
-                        continue;
-                    }
-                    let loc = (li as u64) << 32;
-                    if sim {
-                        s.fbuf.resize(n, 0.0);
-                        let out = &mut s.fbuf[..n];
-                        (kern.dot_f32_u8_batch)(&s.qscaled, &list.codes, out);
-                        let mut thr = s.cand.threshold();
-                        for (j, &v) in out.iter().enumerate() {
-                            let sc = -(bias + v);
-                            if sc <= thr {
-                                s.cand.push(sc, list.ids[j], loc | j as u64);
-                                thr = s.cand.threshold();
-                            }
-                        }
-                    } else {
-                        s.ubuf.resize(n, 0);
-                        let out = &mut s.ubuf[..n];
-                        (kern.l2_u8_batch_pre)(&s.qcodes, &list.codes, &list.terms, out);
-                        let mut thr = s.cand.threshold();
-                        for (j, &v) in out.iter().enumerate() {
-                            let sc = v as f32;
-                            if sc <= thr {
-                                s.cand.push(sc, list.ids[j], loc | j as u64);
-                                thr = s.cand.threshold();
-                            }
-                        }
-                    }
-                    stats.codes_scanned += n as u64;
-                }
-                t2 = Instant::now();
-                stats.prescore_s += (t2 - t1).as_secs_f64();
-                s.cand.drain_sorted(&mut s.cand_sorted);
-                s.best.reset(p.k);
-                if p.rerank == 0 {
-                    let scale = if sim { 1.0 } else { sq.l2_scale() };
-                    for h in &s.cand_sorted {
-                        s.best.push(h.score * scale, h.id, ());
-                    }
-                } else {
-                    // Rescore in storage order (list, row): neighbouring rows, fewer misses.
-                    // The result does not depend on the order (the heap breaks ties by id).
-                    s.cand_sorted.sort_unstable_by_key(|h| h.payload);
-                    for h in &s.cand_sorted {
-                        let list = &self.lists[(h.payload >> 32) as usize];
-                        let j = (h.payload & 0xFFFF_FFFF) as usize;
-                        let v = &list.vf16[j * dim..(j + 1) * dim];
-                        let sc = if sim {
-                            -(kern.dot_f32_f16)(q, v)
-                        } else {
-                            (kern.l2_f32_f16)(q, v)
-                        };
-                        s.best.push(sc, h.id, ());
-                    }
-                    stats.candidates_reranked += s.cand_sorted.len() as u64;
-                    let t3 = Instant::now();
-                    stats.rerank_s += (t3 - t2).as_secs_f64();
-                    t2 = t3;
-                }
-            }
-        }
-
-        s.best.drain_sorted(&mut s.best_sorted);
-        write_row(self.metric, &s.best_sorted, out_d, out_i);
-        stats.topk_s += t2.elapsed().as_secs_f64();
-    }
 }
 
 /// Pushes a list's scores into the heap, skipping those that cannot enter.
 #[inline]
-fn push_all(heap: &mut TopK<()>, scores: &[f32], ids: &[i64], negate: bool) {
+fn push_all(heap: &mut TopK<u64>, scores: &[f32], ids: &[i64], loc: u64, negate: bool) {
     let mut thr = heap.threshold();
     for (j, &v) in scores.iter().enumerate() {
         let sc = if negate { -v } else { v };
         if sc <= thr {
-            heap.push(sc, ids[j], ());
+            heap.push(sc, ids[j], loc | j as u64);
             thr = heap.threshold();
         }
     }
