@@ -44,6 +44,9 @@ def test_run_with_a_peer_writes_results_plot_and_ratio_table(tmp_path, capsys):
     assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = (out / "table.md").read_text()
     assert "faiss-ivf-sq8-refine / this" in table and "x |" in table
+    ref = json.loads((out / "faiss-ivf-sq8-refine.json").read_text())
+    assert ref["run"]["paired_with"] == ["faiss-ivf-flat", "faiss-ivf-sq8-refine"]
+    assert all(h["qps_paired"] > 0 for h in ref["headline"])
     printed = capsys.readouterr().out
     assert "faiss-ivf-flat" in printed and "1.00x" in printed
 

@@ -252,12 +252,22 @@ def cmd_run(args) -> int:
             reporter.done(n, f"done: {len(r['points'])} points; best {max(h['qps'] for h in best):,.0f} QPS"
                           if best else f"done: {len(r['points'])} points; target missed")
             runs.append(r)
+        if len(runs) > 1:
+            from vdbbench.bench.paired import confirm_headlines
+
+            paired = confirm_headlines(list(zip(adapters.values(), runs)), ds, config, reporter)
+            for r in runs:
+                r["run"]["paired_with"] = paired if r["index"]["name"] in paired else []
+                results.write_json(out / f"{r['index']['name']}.json", r)
 
     plot_results(runs, out / "pareto.png", config.target)
     (out / "table.md").write_text(headline_markdown(runs, args.index, config.target))
     wide = Console(width=None if sys.stdout.isatty() else 160)  # piped: do not squeeze to 80 columns
     wide.print(headline_table(runs, args.index, config.target,
                                    title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))
+    if len(runs) > 1:
+        console.print("ratios: from an interleaved re-timing of the headline points (qps_paired), "
+                      "so both sides of each ratio saw the same machine load")
     console.print(f"results: {', '.join(str(out / (n + '.json')) for n in names)}; plot: {out / 'pareto.png'}")
 
     missed = [h for h in runs[0]["headline"] if h["qps"] is None]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vdbbench.bench.report import fmt_params
+from vdbbench.bench.report import fmt_params, paired_ratio
 from vdbbench.bench.results import headline_entry, load_result
 
 
@@ -82,7 +82,7 @@ def check(
             bad.append(f"qps: peer {peer} reaches no recall10 >= target at {where}; no ratio to gate on")
             continue
         compared += 1
-        now, then = r_ours["qps"] / r_peer["qps"], b_ours["qps"] / b_peer["qps"]
+        now, then = paired_ratio(r_ours, r_peer), paired_ratio(b_ours, b_peer)
         drop = 1.0 - now / then
         text = f"QPS ratio {res['index']['name']}/{peer} at {where}: {now:.2f}x vs baseline {then:.2f}x"
         if drop > max_qps_drop:

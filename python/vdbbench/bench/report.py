@@ -23,6 +23,13 @@ def fmt_bytes(n: int | None) -> str:
     return str(n)
 
 
+def paired_ratio(ours: dict, peer: dict) -> float:
+    """ours/peer QPS, from the interleaved re-timing when both have it (see bench.paired)."""
+    if ours.get("qps_paired") and peer.get("qps_paired"):
+        return ours["qps_paired"] / peer["qps_paired"]
+    return ours["qps"] / peer["qps"]
+
+
 def headline_rows(runs: list[dict], ours: str | None = None) -> list[dict]:
     """One row per index and mode/threads: headline QPS, recall, params, build, ratio ours/this."""
     ref = next((r for r in runs if r["index"]["name"] == ours), None)
@@ -31,7 +38,7 @@ def headline_rows(runs: list[dict], ours: str | None = None) -> list[dict]:
         b = r["build"]
         for h in r["headline"]:
             mine = headline_entry(ref, h["mode"], h["threads"]) if ref else None
-            ratio = mine["qps"] / h["qps"] if (mine and h["qps"]) else None
+            ratio = paired_ratio(mine, h) if (mine and h["qps"]) else None
             rows.append({
                 "index": r["index"]["name"],
                 "mode": h["mode"],

@@ -236,9 +236,12 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
             "stat": config.stat,
             "single_queries": nsingle,
             "recall_note": "recall10 of every point is measured on all nq queries with one batch search",
+            "primary_knob": adapter.param_space().primary,
         },
         "points": state["points"],
-        "headline": results.compute_headline(state["points"], config.target, config.modes, config.threads),
+        "headline": results.compute_headline(
+            state["points"], config.target, config.modes, config.threads, adapter.param_space().primary
+        ),
     }
     results.write_json(final_path, result)
     partial_path.unlink(missing_ok=True)
