@@ -30,6 +30,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import vdbbench as vb  # noqa: E402
+import vdbbench._rust_vdb as engine  # noqa: E402
 from vdbbench.bench.metrics import knn_recall  # noqa: E402
 from vdbbench.datasets.synth import synth_float, synth_sift  # noqa: E402
 
@@ -75,12 +76,14 @@ def single_loop(search, queries):
 
 def main() -> int:
     a = parse_args()
+    commit = git_commit()  # now, before the run: the tree may move while it runs
     console = Console(width=180)
     gen = synth_sift if a.data == "sift" else synth_float
     base, queries = gen(a.n, a.nq, seed=0)
     dim = base.shape[1]
     nlist = a.nlist or int(round(4 * np.sqrt(a.n)))
     nprobes, threads = ints(a.nprobe), ints(a.threads)
+    console.print(f"commit {commit[:10]}; vdbbench._rust_vdb from {engine.__file__}")
     console.print(f"data synth-{a.data} n={a.n} nq={a.nq} dim={dim}; nlist={nlist} nprobe={nprobes} "
                   f"rerank={a.rerank} threads={threads}; simd={vb.simd_level()} faiss={faiss.__version__}")
 
@@ -206,7 +209,7 @@ def main() -> int:
         t3.add_row(name, f"{tr:.2f}", f"{ad:.2f}", "" if by is None else f"{by:,}")
     console.print(t3)
     if a.out:
-        meta = dict(commit=git_commit(), machine=platform.processor() or platform.machine(), simd=vb.simd_level(),
+        meta = dict(commit=commit, machine=platform.processor() or platform.machine(), simd=vb.simd_level(),
                     faiss=faiss.__version__, args=vars(a), nlist=nlist)
         with open(a.out, "w") as f:
             json.dump(dict(meta=meta, rows=rows, single_vs_sq8=sq8_rows, builds=builds), f, indent=1)
