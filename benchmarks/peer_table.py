@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="more `vdbbench run` options after --")
     args = parser.parse_args(argv)
     out = Path(args.out) if args.out else HERE / "results" / args.dataset
+    if out.is_absolute() and out.is_relative_to(Path.cwd()):
+        out = out.relative_to(Path.cwd())  # the command printed in the table stays copyable
     run_argv = [
         "run", "--index", "ivf", "--dataset", args.dataset, "--compare", args.peers,
         "--threads", "1,2", "--mode", "batch,single", "--out", str(out),
