@@ -165,7 +165,9 @@ def test_scripted_session_keeps_only_the_real_gain(cargo_target, user_repo, tmp_
 
 def test_candidate_faults_are_rejections_not_a_dead_harness(cargo_target, user_repo, tmp_path):
     card_path = user_repo / "task.toml"
-    text = card_path.read_text().replace("eval_timeout_s = 60", "eval_timeout_s = 8").replace("memory_mb = 4096", "memory_mb = 2048")
+    # A short time limit (the spinning candidate costs this much), still ample for a healthy
+    # evaluation of the fixture (~1-2 s) on a busy machine.
+    text = card_path.read_text().replace("eval_timeout_s = 60", "eval_timeout_s = 20").replace("memory_mb = 4096", "memory_mb = 2048")
     card_path.write_text(text)
     panic = ("let nq = queries.len() / self.dim;", "let nq = queries.len() / self.dim;\n        if nq > 20 { panic!(\"boom\"); }")
     hang = ("let nq = queries.len() / self.dim;", "let nq = queries.len() / self.dim;\n        while nq > 20 { std::hint::spin_loop(); }")
@@ -181,13 +183,14 @@ def test_candidate_faults_are_rejections_not_a_dead_harness(cargo_target, user_r
     end = session.run()
     events = read_events(tmp_path / "runs" / "faults" / "journal.jsonl")
     got = {d["message"]: d for d in decisions(events)}
+    assert got["the real gain, still judged"]["outcome"] == "accepted", got["the real gain, still judged"]["reason"]
     assert got["panics on big batches"]["outcome"] == "crashed" and "boom" in got["panics on big batches"]["reason"]
     assert got["spins forever"]["outcome"] == "timed_out" and "killed" in got["spins forever"]["reason"]
     assert got["asks for a terabyte"]["outcome"] == "crashed"
     assert "memory allocation" in got["asks for a terabyte"]["reason"] or "SIGABRT" in got["asks for a terabyte"]["reason"]
     assert got["the real gain, still judged"]["outcome"] == "accepted"
     assert end["reason"] == "model_finished"
-    assert time.monotonic() - t0 < 120
+    assert time.monotonic() - t0 < 180
     # No candidate process (nor anything in its process group) outlived its evaluation.
     assert len(session.evaluator.spawned) >= 8
     for pid in session.evaluator.spawned:
