@@ -120,7 +120,7 @@ def test_resume_keeps_completed_points(small, tmp_path):
     # simulate an interruption after the first point: a partial file holding one point
     first = full["points"][0]
     partial = {
-        "identity": {"dataset_sha256": full["dataset"]["sha256"], "index": "faiss-ivf-flat",
+        "identity": {"dataset_sha256": full["dataset"]["sha256"], "nq": small.nq, "index": "faiss-ivf-flat",
                      "params": adapter.build_params(), "k": 10},
         "recalls": {}, "points": [{**first, "qps": -1.0}],
     }

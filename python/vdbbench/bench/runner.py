@@ -150,7 +150,7 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
     final_path = out_dir / f"{adapter.name}.json"
     partial_path = out_dir / f"{adapter.name}.partial.json"
     sha = results.dataset_sha256(dataset)
-    identity = {"dataset_sha256": sha, "index": adapter.name, "params": adapter.build_params(), "k": k}
+    identity = {"dataset_sha256": sha, "nq": dataset.nq, "index": adapter.name, "params": adapter.build_params(), "k": k}
 
     if resume and final_path.exists():
         done_before = _finished(final_path, identity, config)
@@ -257,6 +257,7 @@ def _finished(path: Path, identity: dict, config: RunConfig) -> dict | None:
     run = r.get("run", {})
     same = (
         r["dataset"]["sha256"] == identity["dataset_sha256"]
+        and r["dataset"]["nq"] == identity["nq"]
         and r["index"]["params"] == identity["params"]
         and run.get("k") == identity["k"]
         and run.get("threads") == list(config.threads)
