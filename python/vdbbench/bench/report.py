@@ -44,6 +44,7 @@ def headline_rows(runs: list[dict], ours: str | None = None) -> list[dict]:
                 "mode": h["mode"],
                 "threads": h["threads"],
                 "qps": h["qps"],
+                "qps_paired": h.get("qps_paired"),
                 "recall10": h["recall10"],
                 "params": fmt_params(h["params"]),
                 "p50_ms": h["p50_ms"],
@@ -65,6 +66,7 @@ def _cells(row: dict, ours: str | None) -> list[str]:
         row["index"],
         f"{row['mode']} @ {row['threads']}t",
         "missed" if row["qps"] is None else f"{row['qps']:,.0f}",
+        "-" if row["qps_paired"] is None else f"{row['qps_paired']:,.0f}",
         num(row["recall10"], ".4f"),
         row["params"],
         "-" if row["p50_ms"] is None else f"{row['p50_ms']:.3f} / {row['p99_ms']:.3f}",
@@ -76,7 +78,7 @@ def _cells(row: dict, ours: str | None) -> list[str]:
 
 def _headers(ours: str | None, target: float) -> list[str]:
     return [
-        "index", "mode", f"QPS @ recall>={target:g}", "recall10", "params", "p50/p99 ms",
+        "index", "mode", f"QPS @ recall>={target:g}", "paired QPS", "recall10", "params", "p50/p99 ms",
         "build s", "memory", f"{ours or 'ours'} / this",
     ]
 
@@ -84,7 +86,7 @@ def _headers(ours: str | None, target: float) -> list[str]:
 def headline_table(runs: list[dict], ours: str | None, target: float, title: str = "") -> Table:
     table = Table(title=title or None, header_style="bold")
     for i, h in enumerate(_headers(ours, target)):
-        table.add_column(h, justify="left" if i in (0, 1, 4) else "right", overflow="fold")
+        table.add_column(h, justify="left" if i in (0, 1, 5) else "right", overflow="fold")
     for row in headline_rows(runs, ours):
         style = "bold" if row["index"] == ours else ("red" if row["qps"] is None else None)
         table.add_row(*_cells(row, ours), style=style)
@@ -92,7 +94,7 @@ def headline_table(runs: list[dict], ours: str | None, target: float, title: str
 
 
 def headline_markdown(runs: list[dict], ours: str | None, target: float) -> str:
-    lines = ["| " + " | ".join(_headers(ours, target)) + " |", "|" + "---|" * 9]
+    lines = ["| " + " | ".join(_headers(ours, target)) + " |", "|" + "---|" * 10]
     for row in headline_rows(runs, ours):
         lines.append("| " + " | ".join(_cells(row, ours)) + " |")
     return "\n".join(lines) + "\n"
