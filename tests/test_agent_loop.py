@@ -365,3 +365,32 @@ def test_killed_harness_resumes_without_losing_the_accepted_change(cargo_target,
         # The resumed model was told the state: the accepted change and its metrics.
         assert "one pass" in first_prompt
         assert git_log(run / "workspace")[0].split()[0] == commit
+
+
+def test_trees_sharing_a_target_folder_each_get_their_own_library(cargo_target, user_repo, tmp_path):
+    """Two extracted trees of the same crate built in one target folder (the best version rebuilt
+    on resume, or sessions sharing a folder) must each get a library built from their own code,
+    even though extracted files carry their old commit times."""
+    from vdbbench.agent import workspace as wsp
+
+    card = load_task(user_repo / "task.toml")
+    probe = ("import sys, importlib.machinery as m, numpy as np\n"
+             "mod = m.ExtensionFileLoader('fixture_vdb', sys.argv[1]).load_module()\n"
+             "i = mod.IvfIndex(dim=2); i.add(np.zeros((1, 2), np.float32))\n"
+             "print(int(i.search(np.zeros((1, 2), np.float32), k=3)[1][0, 2]))\n")
+    pads = []
+    for n, pad in enumerate(("-1", "-7")):
+        lib = user_repo / LIB
+        lib.write_text(lib.read_text().replace("vec![-1i64; nq * k]", f"vec![{pad}i64; nq * k]"))
+        # Commits dated long ago: `git archive` stamps the files with that date, older than any build.
+        old = {**os.environ, "GIT_COMMITTER_DATE": "2001-01-01T00:00:00+00:00", "GIT_AUTHOR_DATE": "2001-01-01T00:00:00+00:00"}
+        subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-am", f"pad {pad}"],
+                       cwd=user_repo, check=True, env=old)
+        ws = tmp_path / f"tree{n}"
+        wsp.create_workspace(card, ws)
+        res = wsp.build(ws, card, cargo_target, tmp_path / f"lib{n}")
+        assert res.ok, res.errors
+        out = subprocess.run([sys.executable, "-c", probe, str(res.library)], capture_output=True, text=True, check=True)
+        pads.append(int(out.stdout))
+        lib.write_text(lib.read_text().replace(f"vec![{pad}i64; nq * k]", "vec![-1i64; nq * k]"))
+    assert pads == [-1, -7]

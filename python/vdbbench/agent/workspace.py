@@ -78,12 +78,31 @@ def create_workspace(card: TaskCard, dest: Path) -> str:
         tmp.seek(0)
         with tarfile.open(fileobj=tmp) as tar:
             tar.extractall(dest, filter="data")
+    _touch_all(dest)
     git(dest, "init", "-q", "-b", SESSION_BRANCH)
     git(dest, "config", "core.autocrlf", "false")
     (dest / ".git" / "info" / "exclude").write_text("target/\n")
     git(dest, "add", "-A")
     git(dest, "commit", "-q", "--allow-empty", "-m", f"start: {src.name}@{sha[:12]}{'/' + card.start.subdir if card.start.subdir else ''}")
     return head(dest)
+
+
+def _touch_all(root: Path) -> None:
+    """Stamp every extracted file with the current time.
+
+    `git archive` gives files their commit time; cargo decides freshness by comparing source
+    mtimes with its outputs, and (for workspace members) keys its fingerprints by the path
+    relative to the workspace root, not by where the tree lives. An extracted tree would then
+    look older than the outputs of another tree of the same crate built in the same target
+    folder (the best version rebuilt on resume, or sessions sharing a folder), and cargo would
+    hand back that other tree's library. Fresh stamps make it rebuild from these sources.
+    """
+    now = time.time()
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.utime(p, (now, now))
 
 
 def head(ws: Path) -> str:
@@ -331,3 +350,4 @@ def export_tree(ws: Path, rev: str, dest: Path) -> None:
         tmp.seek(0)
         with tarfile.open(fileobj=tmp) as tar:
             tar.extractall(dest, filter="data")
+    _touch_all(dest)
