@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser from PyPI
+    import tomli as tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
