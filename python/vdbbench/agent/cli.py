@@ -109,7 +109,14 @@ def _run_dir(args) -> Path:
     return p
 
 
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt  # unwinds like Ctrl-C: candidates killed, session_end journaled
+
+
 def _finish(session) -> int:
+    import signal
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
     end = session.run()
     best = end["best"]
     print(f"session ended ({end['reason']}): best {best['qps'] and round(best['qps']):,} QPS, recall@10 "
