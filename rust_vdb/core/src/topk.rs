@@ -1,4 +1,6 @@
-//! Bounded top-k selection: a max-heap of the k best (smallest) scores, ties to the smaller id.
+//! Bounded top-k selection, ties to the smaller id: a max-heap of the k best (smallest) scores
+//! (`TopK`), and a reservoir that collects candidates under a threshold and cuts to k only
+//! when full (`Reservoir`: no heap churn on the hot scan path).
 
 /// One candidate: the score to minimise, the user id, and a payload (e.g. its location).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -121,9 +123,141 @@ impl<P: Copy> TopK<P> {
     }
 }
 
+#[inline(always)]
+fn by_rank<P: Copy>(a: &Hit<P>, b: &Hit<P>) -> std::cmp::Ordering {
+    a.score.total_cmp(&b.score).then(a.id.cmp(&b.id))
+}
+
+/// Keeps the `k` best hits seen so far like `TopK`, with amortised O(1) pushes: hits at or
+/// under the threshold are appended, and the buffer is cut back to its k best (one linear
+/// selection) when it holds `2k` (at least k + 16). Between two cuts the threshold stays put,
+/// so the scan's compare-and-skip loop has a steady, predictable bound; measured on the IVF
+/// u8 prescore (2,768 codes, 80 kept per query): the heap's sift-downs were over half of it.
+#[derive(Clone, Debug)]
+pub struct Reservoir<P: Copy> {
+    k: usize,
+    cap: usize,
+    thr: f32,
+    buf: Vec<Hit<P>>,
+}
+
+impl<P: Copy> Default for Reservoir<P> {
+    fn default() -> Self {
+        Reservoir::new(0)
+    }
+}
+
+impl<P: Copy> Reservoir<P> {
+    pub fn new(k: usize) -> Self {
+        let mut r = Reservoir {
+            k: 0,
+            cap: 0,
+            thr: f32::INFINITY,
+            buf: Vec::new(),
+        };
+        r.reset(k);
+        r
+    }
+
+    /// Empties the buffer and sets a new k, keeping the allocation.
+    pub fn reset(&mut self, k: usize) {
+        self.k = k;
+        self.cap = (2 * k).max(k + 16);
+        self.thr = f32::INFINITY;
+        self.buf.clear();
+        if self.buf.capacity() < self.cap {
+            self.buf.reserve(self.cap);
+        }
+    }
+
+    /// Scores strictly above this cannot enter (equal scores may, by id): +inf until k hits
+    /// were kept at a cut. Only ever decreases.
+    #[inline(always)]
+    pub fn threshold(&self) -> f32 {
+        self.thr
+    }
+
+    /// Adds a hit; the caller has already skipped scores above `threshold()` (a larger score
+    /// is harmless, just wasted work).
+    #[inline(always)]
+    pub fn push(&mut self, score: f32, id: i64, payload: P) {
+        if self.k == 0 {
+            return;
+        }
+        self.buf.push(Hit { score, id, payload });
+        if self.buf.len() >= self.cap {
+            self.cut();
+        }
+    }
+
+    /// Keeps the k best of the buffer; the threshold becomes the worst of them.
+    fn cut(&mut self) {
+        if self.buf.len() <= self.k {
+            return;
+        }
+        self.buf.select_nth_unstable_by(self.k - 1, by_rank);
+        self.buf.truncate(self.k);
+        self.thr = self.buf[self.k - 1].score;
+    }
+
+    /// The k best hits, best first (ascending score, then ascending id). Empties the buffer.
+    pub fn drain_sorted(&mut self, out: &mut Vec<Hit<P>>) {
+        self.cut();
+        out.clear();
+        out.extend_from_slice(&self.buf);
+        self.buf.clear();
+        self.thr = f32::INFINITY;
+        out.sort_unstable_by(by_rank);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pseudo-random (score, id) items with many ties.
+    fn items(n: usize, seed: u64) -> Vec<(f32, i64)> {
+        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (0..n)
+            .map(|i| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (((x >> 33) % 97) as f32, i as i64)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reservoir_equals_heap_with_ties_and_threshold_skips() {
+        for &(n, k) in &[(0usize, 3usize), (5, 10), (100, 1), (1000, 10), (3000, 80), (500, 200)] {
+            for seed in 0..4 {
+                let mut its = items(n, seed);
+                if seed % 2 == 1 {
+                    its.reverse();
+                }
+                let mut h = TopK::<u32>::new(k);
+                let mut r = Reservoir::<u32>::new(k);
+                for &(s, id) in &its {
+                    h.push(s, id, id as u32);
+                    if s <= r.threshold() {
+                        r.push(s, id, id as u32);
+                    }
+                }
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                h.drain_sorted(&mut a);
+                r.drain_sorted(&mut b);
+                assert_eq!(a, b, "n={n} k={k} seed={seed}");
+            }
+        }
+        // Reuse after reset with another k.
+        let mut r = Reservoir::<()>::new(50);
+        r.reset(2);
+        for (s, id) in [(3.0, 1), (1.0, 9), (1.0, 4), (0.5, 7)] {
+            r.push(s, id, ());
+        }
+        let mut out = Vec::new();
+        r.drain_sorted(&mut out);
+        assert_eq!(out.iter().map(|h| h.id).collect::<Vec<_>>(), vec![7, 4]);
+    }
 
     fn best(k: usize, items: &[(f32, i64)]) -> Vec<(f32, i64)> {
         let mut t = TopK::<()>::new(k);
