@@ -12,4 +12,6 @@ rc=0
 $VDBBENCH run --index ivf --dataset synth-sift-20k --compare faiss-ivf-flat --threads 1 --mode batch \
     --repeats 7 --stat best --baseline "$BASE/ivf.json" --out "$OUT" || rc=$?
 [ "$rc" -le 1 ] || exit "$rc"   # 1 = target missed: still gate, so the failing rule is printed
-$VDBBENCH gate "$OUT/ivf.json" --baseline "$BASE/ivf.json" --peer faiss-ivf-flat
+# QPS tolerance: 10% suits a dedicated runner; on a shared one (several jobs per core) the
+# ratio itself moves by 20-30% between runs, so allow MAX_QPS_DROP there.
+$VDBBENCH gate "$OUT/ivf.json" --baseline "$BASE/ivf.json" --peer faiss-ivf-flat --max-qps-drop "${MAX_QPS_DROP:-0.10}"

@@ -178,16 +178,21 @@ def test_resume_skips_an_index_already_finished(small, tmp_path):
     assert {p["threads"] for p in other["points"]} == {2}  # different settings: measured anew
 
 
-def test_headline_is_fastest_cheapest_point_per_setting():
+def test_headline_is_the_fastest_point_no_cheaper_one_undercuts():
+    def pt(nprobe, rerank, recall, qps):
+        return {"params": {"nprobe": nprobe, "rerank": rerank}, "mode": "batch", "threads": 1,
+                "recall10": recall, "qps": qps}
+
     pts = [
-        {"params": {"nprobe": 8, "rerank": 40}, "mode": "batch", "threads": 1, "recall10": 0.94, "qps": 900},
-        {"params": {"nprobe": 16, "rerank": 40}, "mode": "batch", "threads": 1, "recall10": 0.96, "qps": 500},
-        {"params": {"nprobe": 32, "rerank": 40}, "mode": "batch", "threads": 1, "recall10": 0.97, "qps": 600},
-        {"params": {"nprobe": 12, "rerank": 80}, "mode": "batch", "threads": 1, "recall10": 0.95, "qps": 550},
+        pt(8, 40, 0.94, 900),
+        pt(16, 40, 0.96, 500),
+        pt(32, 40, 0.97, 600),  # more lists than (16, 40): faster only by noise
+        pt(16, 160, 0.96, 650),  # more rerank than (16, 40): likewise
+        pt(12, 80, 0.95, 550),  # fewer lists, more rerank: a genuine alternative
     ]
     plain = results.compute_headline(pts, 0.95, ["batch"], [1])
-    assert plain[0]["params"] == {"nprobe": 32, "rerank": 40}  # the plain maximum rewards a noisy point
-    h = results.compute_headline(pts, 0.95, ["batch"], [1], primary="nprobe")
+    assert plain[0]["params"] == {"nprobe": 16, "rerank": 160}  # the plain maximum rewards noise
+    h = results.compute_headline(pts, 0.95, ["batch"], [1], cost_ordered=True)
     assert h[0]["params"] == {"nprobe": 12, "rerank": 80} and h[0]["qps"] == 550
-    missed = results.compute_headline(pts, 0.99, ["batch", "single"], [1], primary="nprobe")
+    missed = results.compute_headline(pts, 0.99, ["batch", "single"], [1], cost_ordered=True)
     assert [x["qps"] for x in missed] == [None, None]

@@ -7,11 +7,13 @@ import statistics
 import numpy as np
 
 from vdbbench.bench.results import headline_entry
-from vdbbench.bench.timing import time_batch, time_single
+from vdbbench.bench.timing import qps_over, time_single
 
 
 def confirm_headlines(entries, dataset, config, reporter) -> list[str]:
     """Re-time each index's headline point in rounds (A, B, C, A, B, C, ...) and record ``qps_paired``.
+
+    Each batch sample runs the point's search for at least a quarter of a second.
 
     ``entries`` are (adapter, result) pairs whose indexes are still in memory. The sweep times
     one index after another, minutes apart on a big set, so a load change on a shared machine
@@ -37,7 +39,9 @@ def confirm_headlines(entries, dataset, config, reporter) -> list[str]:
                     reporter.phase(a.name, f"paired re-timing ({mode} @ {threads}t), round {rep + 1}/{config.repeats}")
                     if mode == "batch":
                         run = lambda a=a, h=h: a.search(dataset.test, k, h["params"], threads)  # noqa: E731
-                        qps = time_batch(run, dataset.nq, repeats=1, warmup=1 if rep == 0 else 0)["qps"]
+                        if rep == 0:
+                            run()  # warm-up
+                        qps = qps_over(run, dataset.nq)
                     else:
                         qps = time_single(lambda q, a=a, h=h: a.search(q, k, h["params"], threads), single_q)["qps"]
                     samples[a.name].append(qps)

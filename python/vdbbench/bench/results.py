@@ -81,34 +81,33 @@ def point_key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def cheapest_per_setting(points: list[dict], primary: str | None) -> list[dict]:
-    """Per setting of the other knobs, the point with the smallest ``primary`` value.
+def cheapest_points(points: list[dict]) -> list[dict]:
+    """The points no other point undercuts on every knob (knobs cost more as they grow).
 
-    The primary knob (nprobe, efSearch) costs more as it grows, by construction; among points
-    that all reach the target, a larger value can only look faster through timing noise.
+    Every sweepable knob (nprobe, rerank, k_factor, efSearch) costs more as it grows, by
+    construction; among points that all reach the target, one with every knob >= another's
+    can only look faster through timing noise, so it does not compete for the headline.
     """
-    if primary is None:
-        return points
-    best: dict[str, dict] = {}
-    for p in points:
-        rest = point_key({k: v for k, v in p["params"].items() if k != primary})
-        if rest not in best or p["params"].get(primary, 0) < best[rest]["params"].get(primary, 0):
-            best[rest] = p
-    return list(best.values())
+    def undercut(q: dict, p: dict) -> bool:
+        a, b = q["params"], p["params"]
+        return q is not p and a.keys() == b.keys() and a != b and all(a[k] <= b[k] for k in a)
+
+    return [p for p in points if not any(undercut(q, p) for q in points)]
 
 
-def compute_headline(points: list[dict], target: float, modes, threads, primary: str | None = None) -> list[dict]:
+def compute_headline(points: list[dict], target: float, modes, threads, cost_ordered: bool = False) -> list[dict]:
     """Per mode and thread count, the highest-QPS point with recall10 >= target (or nulls).
 
-    With ``primary`` (the knob whose cost grows with its value), only the cheapest point that
-    reaches the target per setting of the other knobs competes: the same answer as the plain
-    maximum on a quiet machine, without rewarding noise on a busy one.
+    With ``cost_ordered`` only the points no other undercuts on every knob compete (see
+    `cheapest_points`): the same answer as the plain maximum on a quiet machine, without
+    rewarding noise on a busy one.
     """
     out = []
     for mode in modes:
         for t in threads:
             ok = [p for p in points if p["mode"] == mode and p["threads"] == t and p["recall10"] >= target]
-            ok = cheapest_per_setting(ok, primary)
+            if cost_ordered:
+                ok = cheapest_points(ok)
             best = max(ok, key=lambda p: p["qps"]) if ok else None
             entry = {"mode": mode, "threads": t}
             for key in ("params", "qps", "recall10", "recall10_ids", "p50_ms", "p99_ms"):

@@ -240,7 +240,7 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
         },
         "points": state["points"],
         "headline": results.compute_headline(
-            state["points"], config.target, config.modes, config.threads, adapter.param_space().primary
+            state["points"], config.target, config.modes, config.threads, cost_ordered=True
         ),
     }
     results.write_json(final_path, result)
