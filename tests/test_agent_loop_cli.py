@@ -44,3 +44,24 @@ def test_bad_budget_is_a_usage_error(tmp_path, capsys, monkeypatch):
                  "--runs-dir", str(tmp_path)])
     assert code == 2
     assert "wall time" in capsys.readouterr().err
+
+
+def test_task_card_prices_reach_the_cost_table(tmp_path):
+    """A card's [prices] table overrides the built-in prices, and --prices FILE overrides the card."""
+    import argparse
+    import shutil
+
+    from vdbbench.agent.cli import _prices
+    from vdbbench.agent.task import load_task
+
+    src = Path(__file__).parent / "fixtures" / "agent_task"
+    card_path = tmp_path / "task.toml"
+    shutil.copytree(src, tmp_path, dirs_exist_ok=True, ignore=shutil.ignore_patterns("target"))
+    card_path.write_text(card_path.read_text() + '\n[prices]\n"my-model" = { prompt = 2.0, completion = 8.0 }\n')
+    card = load_task(card_path)
+    assert card.prices == {"my-model": {"prompt": 2.0, "completion": 8.0}}
+    table = _prices(argparse.Namespace(prices=None), card)
+    assert table.cost_of("my-model", 1_000_000, 1_000_000) == 10.0
+    override = tmp_path / "prices.json"
+    override.write_text('{"my-model": {"prompt": 1.0, "completion": 1.0}}')
+    assert _prices(argparse.Namespace(prices=str(override)), card).cost_of("my-model", 1_000_000, 0) == 1.0

@@ -82,11 +82,12 @@ def _model(name: str, base_url: str | None, args):
     return TextProtocolModel(model, mode=args.tool_protocol)
 
 
-def _prices(args):
+def _prices(args, card):
+    """The built-in prices, then the card's [prices], then --prices FILE."""
     from vdbbench.agent.budget import price_table
 
     try:
-        return price_table(None, args.prices) if args.prices else price_table()
+        return price_table({"prices": card.prices}, args.prices or None)
     except (OSError, ValueError) as exc:
         raise UsageError(f"--prices {args.prices}: {exc}") from None
 
@@ -143,7 +144,7 @@ def cmd_run(args) -> int:
         raise UsageError(str(exc)) from None
     with _view(args.quiet, budgets) as view:
         try:
-            session = Session.create(card, model, Path(args.runs_dir), args.run_id, _overrides(args), _prices(args),
+            session = Session.create(card, model, Path(args.runs_dir), args.run_id, _overrides(args), _prices(args, card),
                                      on_event=view.feed)
         except (SessionError, WorkspaceError, ValueError) as exc:
             print(f"vdbbench agent run: {exc}", file=sys.stderr)
@@ -164,7 +165,10 @@ def cmd_resume(args) -> int:
 
     with _view(args.quiet, None, read_events(run_dir / "journal.jsonl")) as view:
         try:
-            session = Session.resume(run_dir, model, _overrides(args), _prices(args), on_event=view.feed)
+            from vdbbench.agent.task import load_task
+
+            session = Session.resume(run_dir, model, _overrides(args), _prices(args, load_task(run_dir / "task.toml")),
+                                     on_event=view.feed)
         except (SessionError, ValueError) as exc:
             print(f"vdbbench agent resume: {exc}", file=sys.stderr)
             return 1

@@ -98,6 +98,7 @@ class Session:
         self.evaluator: Evaluator | None = None
         self.messages: list[dict] = []
         self.last_usage: dict | None = None
+        self._text_protocol_journaled = False
         self.best = Best("", None, None)
         self._built_fp: str | None = None
         self._built_ok = False
@@ -316,6 +317,10 @@ class Session:
             raise SessionOver("model_unavailable") from None
         for a in reply.attempts:
             self._journal_attempt(a)
+        using_text = getattr(self.model, "using_text", None)  # the text-protocol wrapper's current mode
+        if using_text and not self._text_protocol_journaled:
+            self._text_protocol_journaled = True
+            self.emit("protocol", protocol="text", reason="tool calls refused by the endpoint, or --tool-protocol text")
         self.emit("assistant", content=reply.content, reasoning_content=reply.reasoning_content,
                   tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls])
         self.messages.append(reply.assistant_message())
@@ -350,7 +355,7 @@ class Session:
             return
         before = compaction.estimate_tokens(self.messages, self.last_usage)
         self.messages = compaction.compact(self.messages, self.events(), self.card.to_dict(), window,
-                                           keep_recent_turns=4, reserve=reserve)
+                                           keep_recent_turns=4, reserve=reserve, last_usage=self.last_usage)
         after = compaction.chars_tokens(self.messages)
         summary = next((m["content"] for m in self.messages if m.get("role") == "user"
                         and str(m.get("content", "")).startswith(compaction.SUMMARY_HEADER)), "")

@@ -123,6 +123,7 @@ class TaskCard:
     limits: Limits = field(default_factory=Limits)
     session: Session = field(default_factory=Session)
     budgets: dict = field(default_factory=dict)
+    prices: dict = field(default_factory=dict)  # [prices] overrides of the built-in price table
     hints: str = ""
 
     def to_dict(self) -> dict:
@@ -220,6 +221,7 @@ def load_task(path: str | Path) -> TaskCard:
         limits=_section(data, "limits", Limits, False, where),
         session=_section(data, "session", Session, False, where),
         budgets=dict(data.get("budgets", {})),
+        prices=dict(data.get("prices", {})),
     )
     _validate(card, where)
     return card
