@@ -310,3 +310,38 @@ def test_u8_codes_are_lossless_on_integer_data():
     d, i = idx.search(queries, k=10, nprobe=16, rerank=0)
     np.testing.assert_array_equal(i, fi)
     np.testing.assert_array_equal(d, fd)
+
+
+def test_default_rerank_is_skipped_only_where_the_codes_are_exact(tmp_path):
+    # On exact (integer, step-1) codes the u8 distance of an exactly coded query is its f16
+    # distance, so the default search skips the rerank and must return what rerank=64 returns.
+    base, queries = synth_sift(4_000, 60, seed=8)
+    inside = np.clip(queries, base.min(0), base.max(0))
+    outside = inside.copy()
+    outside[:20, 0] = base[:, 0].min() + 300  # past the 256 codes: clipped, must be reranked
+    outside[20:40, 1] += 0.25  # rounded codes: inexact, must be reranked
+    idx = vb.IvfIndex(128, nlist=16, storage="u8+f16")
+    idx.train(base)
+    idx.add(base)
+    for qs, reranked in ((inside, 0), (outside, 40 * 64)):
+        d, i = idx.search(qs, k=10, nprobe=4)
+        assert idx.last_search_stats()["candidates_reranked"] == reranked
+        d64, i64 = idx.search(qs, k=10, nprobe=4, rerank=64)
+        np.testing.assert_array_equal(i, i64)
+        np.testing.assert_allclose(d, d64, rtol=1e-6)
+    # The property is derived again on load.
+    idx.save(tmp_path / "exact.vdb")
+    again = vb.IvfIndex.load(tmp_path / "exact.vdb")
+    again.search(inside, k=10, nprobe=4)
+    assert again.last_search_stats()["candidates_reranked"] == 0
+    # One fractional vector added makes the codes inexact: every default query is reranked.
+    idx.add(base[:1] + 0.5)
+    idx.search(inside, k=10, nprobe=4)
+    assert idx.last_search_stats()["candidates_reranked"] == len(inside) * 64
+    # Float data: inexact codes, the default reranks.
+    fbase, fq = synth_float(2_000, 10, dim=16, seed=1)
+    f = vb.IvfIndex(16, nlist=8, storage="u8+f16")
+    f.train(fbase)
+    f.add(fbase)
+    f.search(fq, k=10, nprobe=2)
+    assert f.last_search_stats()["candidates_reranked"] == len(fq) * 64

@@ -32,7 +32,8 @@ const RERANK_PREFETCH: usize = 4;
 const INTERRUPT_EVERY: usize = 1024;
 /// The `nprobe` used when the caller gives none (clamped to nlist).
 pub const DEFAULT_NPROBE: usize = 32;
-/// The `rerank` used when the caller gives none: max(DEFAULT_RERANK, k).
+/// The `rerank` used when the caller gives none: max(DEFAULT_RERANK, k), except for L2
+/// queries of a u8+f16 index whose codes are exact (see `IvfIndex::codes_exact`).
 pub const DEFAULT_RERANK: usize = 64;
 
 /// What the inverted lists keep per vector.
@@ -123,6 +124,8 @@ pub struct SearchParams {
     pub k: usize,
     pub nprobe: usize,
     pub rerank: usize,
+    /// rerank was not given and the codes are exact: queries whose own codes are exact skip it.
+    pub rerank_auto: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -140,6 +143,11 @@ pub struct IvfIndex {
     pub(crate) sq: Option<Sq8>,
     pub(crate) lists: Vec<InvList>,
     pub(crate) ntotal: usize,
+    /// u8+f16 with L2: every stored vector's u8 codes decode exactly to its f16 values (integer
+    /// data such as SIFT, step 1). The u8 distance of a query whose own codes are exact is then
+    /// the f16 distance itself, so the default search skips the rerank for such queries: same
+    /// results, none of its scattered f16 reads. Derived: kept up by `add`, recomputed on load.
+    pub(crate) codes_exact: bool,
 }
 
 /// Per-thread buffers reused across queries and calls: a search allocates nothing per query.
@@ -153,6 +161,8 @@ struct Scratch {
     probes: Vec<u64>,
     /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
     qcodes: Vec<u8>,
+    /// Per query of the block: whether its u8 candidates are rescored with f16.
+    rerank_q: Vec<bool>,
     qscaled: Vec<f32>,
     bias: Vec<f32>,
     fbuf: Vec<f32>,
@@ -193,6 +203,7 @@ impl IvfIndex {
             sq: None,
             lists: Vec::new(),
             ntotal: 0,
+            codes_exact: storage == Storage::U8F16 && metric == Metric::L2,
         })
     }
 
@@ -231,6 +242,30 @@ impl IvfIndex {
     }
     pub fn quantizer(&self) -> Option<&Sq8> {
         self.sq.as_ref()
+    }
+
+    /// Whether the default search may skip the rerank for exactly coded queries (see the field).
+    pub fn codes_exact(&self) -> bool {
+        self.codes_exact
+    }
+
+    /// `codes_exact` from the stored codes and f16 vectors (after loading).
+    pub(crate) fn compute_codes_exact(&self) -> bool {
+        let (Storage::U8F16, Metric::L2, Some(sq)) = (self.storage, self.metric, self.sq.as_ref())
+        else {
+            return false;
+        };
+        let dim = self.dim;
+        let mut vals = vec![0f32; dim];
+        self.lists.iter().all(|l| {
+            l.codes
+                .chunks_exact(dim)
+                .zip(l.vf16.chunks_exact(dim))
+                .all(|(c, h)| {
+                    vals.iter_mut().zip(h).for_each(|(v, h)| *v = h.to_f32());
+                    sq.is_exact(&vals, c)
+                })
+        })
     }
 
     /// Memory held by codes, vectors, centroids, ids and quantizer tables.
@@ -396,6 +431,7 @@ impl IvfIndex {
         }
         let mut codes = vec![0u8; dim];
         let mut halfs = vec![f16::ZERO; dim];
+        let mut exact = self.storage == Storage::U8F16 && self.metric == Metric::L2;
         for (i, (row, &a)) in x.chunks_exact(dim).zip(&asg).enumerate() {
             let l = &mut self.lists[a as usize];
             l.ids.push(ids.map_or(base_id + i as i64, |ids| ids[i]));
@@ -416,9 +452,14 @@ impl IvfIndex {
                     if !self.metric.is_similarity() {
                         l.terms.push((kern.u8_row_term)(&codes));
                     }
+                    // Exact when the codes give back the row itself and f16 keeps it too.
+                    exact = exact
+                        && self.sq.as_ref().is_some_and(|sq| sq.is_exact(row, &codes))
+                        && halfs.iter().zip(row).all(|(h, &v)| h.to_f32() == v);
                 }
             }
         }
+        self.codes_exact &= exact;
         self.ntotal += n;
         Ok(())
     }
@@ -444,6 +485,7 @@ impl IvfIndex {
             }
             Some(p) => p,
         };
+        let rerank_auto = rerank.is_none() && self.codes_exact;
         let rerank = match rerank {
             None => DEFAULT_RERANK.max(k),
             Some(r) if r > 0 && r < k => {
@@ -453,7 +495,12 @@ impl IvfIndex {
             }
             Some(r) => r,
         };
-        Ok(SearchParams { k, nprobe, rerank })
+        Ok(SearchParams {
+            k,
+            nprobe,
+            rerank,
+            rerank_auto,
+        })
     }
 
     /// The k best of each query: (distances, ids), nq * k each, best first.
@@ -577,14 +624,6 @@ impl IvfIndex {
             stats.nq += m as u64;
 
             // 2. Scan: u8 codes (keeping the best `rerank`), or f16 / f32 vectors (best k).
-            let ncand = match self.storage {
-                Storage::U8F16 if p.rerank > 0 => p.rerank,
-                _ => k,
-            };
-            if s.heaps.len() < m {
-                s.heaps.resize_with(m, Reservoir::default);
-            }
-            s.heaps[..m].iter_mut().for_each(|h| h.reset(ncand));
             let sq = self.sq.as_ref();
             if let (Storage::U8F16, Some(sq)) = (self.storage, sq) {
                 if sim {
@@ -607,6 +646,26 @@ impl IvfIndex {
                         sq.encode(q, c);
                     }
                 }
+            }
+            // Per query: rerank the best `rerank` u8 candidates, or keep the u8 top k (rerank
+            // 0, or the default on exact codes for a query whose own codes are exact).
+            let rerank = self.storage == Storage::U8F16 && p.rerank > 0;
+            s.rerank_q.clear();
+            for qi in 0..m {
+                let exact = p.rerank_auto
+                    && sq.is_some_and(|sq| {
+                        sq.is_exact(
+                            &s.qblock[qi * dim..(qi + 1) * dim],
+                            &s.qcodes[qi * dim..(qi + 1) * dim],
+                        )
+                    });
+                s.rerank_q.push(rerank && !exact);
+            }
+            if s.heaps.len() < m {
+                s.heaps.resize_with(m, Reservoir::default);
+            }
+            for (h, &rq) in s.heaps[..m].iter_mut().zip(&s.rerank_q) {
+                h.reset(if rq { p.rerank } else { k });
             }
             for &visit in &s.probes {
                 let li = (visit >> 32) as usize;
@@ -670,7 +729,6 @@ impl IvfIndex {
             stats.prescore_s += (t2 - t1).as_secs_f64();
 
             // 3. Rerank the u8 candidates with f16 (or decode their u8 distances), cut to k.
-            let rerank = self.storage == Storage::U8F16 && p.rerank > 0;
             let scale = match (self.storage, sq) {
                 (Storage::U8F16, Some(sq)) if !sim => sq.l2_scale(),
                 _ => 1.0,
@@ -678,7 +736,7 @@ impl IvfIndex {
             for qi in 0..m {
                 s.heaps[qi].drain_sorted(&mut s.cand_sorted);
                 s.best.reset(k);
-                if rerank {
+                if s.rerank_q[qi] {
                     // Rescore in storage order (list, row): neighbouring rows, fewer misses.
                     s.cand_sorted.sort_unstable_by_key(|h| h.payload);
                     let q = &s.qblock[qi * dim..(qi + 1) * dim];
@@ -715,7 +773,7 @@ impl IvfIndex {
                 );
             }
             let t3 = Instant::now();
-            if rerank {
+            if s.rerank_q.iter().any(|&r| r) {
                 stats.rerank_s += (t3 - t2).as_secs_f64();
             } else {
                 stats.topk_s += (t3 - t2).as_secs_f64();

@@ -281,7 +281,7 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         ));
     }
     let cnorms = crate::kmeans::row_norms(&centroids, dim);
-    Ok(IvfIndex {
+    let mut index = IvfIndex {
         dim,
         metric,
         storage,
@@ -292,5 +292,8 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         sq,
         lists,
         ntotal,
-    })
+        codes_exact: false,
+    };
+    index.codes_exact = index.compute_codes_exact();
+    Ok(index)
 }

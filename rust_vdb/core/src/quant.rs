@@ -79,6 +79,11 @@ impl Sq8 {
         }
     }
 
+    /// Whether `codes` stand for exactly the values `x` (no rounding, no clipping).
+    pub fn is_exact(&self, x: &[f32], codes: &[u8]) -> bool {
+        (0..self.dim).all(|d| self.vmin[d] + self.step[d] * codes[d] as f32 == x[d])
+    }
+
     /// The one step of an L2 quantizer: integer `l2_u8` sums times step^2 are squared L2.
     pub fn l2_scale(&self) -> f32 {
         self.step[0] * self.step[0]
@@ -126,6 +131,10 @@ mod tests {
         let mut c = [0u8; 4];
         q.encode(&[3.0, 100.0, 255.0, 0.0], &mut c);
         assert_eq!(c, [3, 100, 255, 0]);
+        assert!(q.is_exact(&[3.0, 100.0, 255.0, 0.0], &c));
+        q.encode(&[3.5, 100.0, 256.0, 0.0], &mut c);
+        assert!(!q.is_exact(&[3.5, 100.0, 255.0, 0.0], &c), "rounded");
+        assert!(!q.is_exact(&[4.0, 100.0, 256.0, 0.0], &c), "clipped");
         // A narrower integer range (SIFT-like, 0..=120) keeps step 1 rather than 120/255.
         let narrow: Vec<f32> = (0..121 * 4).map(|i| (i / 4) as f32).collect();
         let q = Sq8::train(&narrow, 4, Metric::L2);
