@@ -110,8 +110,11 @@ class IvfIndex:
         smaller id; rows with fewer than k hits are padded with id -1 and D = +inf (l2) or
         -inf (ip/cosine).
         nprobe: lists scanned, 1..nlist (None: 32, clamped to nlist).
-        rerank: "u8+f16" only: u8 candidates rescored with f16 (None: max(64, k)); 0 returns
-        the u8 results alone (distances decoded from the codes); 0 < rerank < k is refused.
+        rerank: "u8+f16" only: u8 candidates rescored with f16 (None: max(64, k), except
+        with L2 when every stored vector's u8 codes are exact (integer data such as SIFT) and
+        so are the query's: the u8 distance is then the f16 one and the rerank is skipped,
+        same results); 0 returns the u8 results alone (distances decoded from the codes);
+        0 < rerank < k is refused.
         threads: cap on the threads used (None: all cores); one query runs on the calling
         thread.
         Raises InvalidInput (wrong shape/dtype, NaN/inf, k <= 0 or k > ntotal, nprobe or
