@@ -345,3 +345,15 @@ def test_default_rerank_is_skipped_only_where_the_codes_are_exact(tmp_path):
     f.add(fbase)
     f.search(fq, k=10, nprobe=2)
     assert f.last_search_stats()["candidates_reranked"] == len(fq) * 64
+
+
+def test_default_nprobe_grows_with_nlist():
+    # 32 lists, or 1.6% of nlist when that is more (SIFT-1M's 4000 lists: 64).
+    base, queries = synth_float(4_200, 20, dim=4, seed=2)
+    for nlist, expected in ((10, 10), (1000, 32), (4000, 64)):
+        idx = vb.IvfIndex(4, nlist=nlist, storage="f32")
+        idx.train(base[:max(nlist, 1000)])
+        idx.add(base)
+        d, i = idx.search(queries, k=5)
+        assert idx.last_search_stats()["lists_probed"] == expected * len(queries)
+        np.testing.assert_array_equal(i, idx.search(queries, k=5, nprobe=expected)[1])

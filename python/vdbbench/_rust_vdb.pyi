@@ -109,7 +109,8 @@ class IvfIndex:
         D: squared L2 (as faiss) for "l2", similarity for "ip"/"cosine"; ties go to the
         smaller id; rows with fewer than k hits are padded with id -1 and D = +inf (l2) or
         -inf (ip/cosine).
-        nprobe: lists scanned, 1..nlist (None: 32, clamped to nlist).
+        nprobe: lists scanned, 1..nlist (None: max(32, ceil(1.6% of nlist)), clamped to
+        nlist: 64 of the 4000 lists of a 1M index).
         rerank: "u8+f16" only: u8 candidates rescored with f16 (None: max(64, k), except
         with L2 when every stored vector's u8 codes are exact (integer data such as SIFT) and
         so are the query's: the u8 distance is then the f16 one and the rerank is skipped,
