@@ -18,8 +18,9 @@ use crate::search_stats::SearchStats;
 use crate::topk::{Hit, Reservoir, TopK};
 use crate::validate;
 
-/// Queries routed by one matrix product.
-const ROUTE_BLOCK: usize = 32;
+/// Queries routed by one matrix product (the product packs every centroid once per block: 128
+/// vs 32 gave 1.11x batch QPS on synth-sift-100k, 256 no more).
+const ROUTE_BLOCK: usize = 128;
 /// Queries searched together by one task: the lists they share are scanned back to back.
 /// Parallel calls use smaller blocks when there are too few queries to keep threads busy.
 const SCAN_BLOCK: usize = 1024;
