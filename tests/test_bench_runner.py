@@ -174,6 +174,9 @@ def test_resume_skips_an_index_already_finished(small, tmp_path):
     first = run_index(adapter, small, cfg, tmp_path)
     again = run_index(adapter, small, cfg, tmp_path, resume=True)
     assert again == first  # nothing re-measured: timings identical
+    fresh = adapter_class("faiss-ivf-flat")(small.dim, small.n, "l2", cfg.options)
+    assert run_index(fresh, small, cfg, tmp_path, resume=True, keep_index=True) == first
+    assert fresh.index is not None and fresh.index.ntotal == small.n  # loaded for the paired re-timing
     other = run_index(adapter, small, _cfg(modes=("batch",), threads=(2,), options=cfg.options), tmp_path, resume=True)
     assert {p["threads"] for p in other["points"]} == {2}  # different settings: measured anew
 

@@ -247,7 +247,7 @@ def cmd_run(args) -> int:
         for n, adapter in adapters.items():
             # a --baseline's headline points belong to the index under test, not to its peers
             cfg = config if n == args.index else replace(config, extra_points=())
-            r = run_index(adapter, ds, cfg, out, reporter, resume=args.resume)
+            r = run_index(adapter, ds, cfg, out, reporter, resume=args.resume, keep_index=len(adapters) > 1)
             best = [h for h in r["headline"] if h["qps"] is not None]
             reporter.done(n, f"done: {len(r['points'])} points; best {max(h['qps'] for h in best):,.0f} QPS"
                           if best else f"done: {len(r['points'])} points; target missed")

@@ -130,11 +130,16 @@ def _fmt(params: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
-def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, reporter=None, resume: bool = False) -> dict:
+def run_index(
+    adapter: Adapter, dataset, config: RunConfig, out_dir: Path, reporter=None, resume: bool = False,
+    keep_index: bool = False,
+) -> dict:
     """Benchmark one index on ``dataset``; write ``<out_dir>/<name>.json`` and return the result.
 
     Completed points are kept in ``<name>.partial.json`` as they are measured, so an
-    interrupted run continues where it stopped when called again with ``resume=True``.
+    interrupted run continues where it stopped when called again with ``resume=True``; an index
+    already finished is not measured again (``keep_index`` still builds or loads it, for the
+    paired re-timing that follows).
     """
     reporter = reporter or NullReporter()
     if not adapter.supports(dataset.metric):
@@ -156,6 +161,8 @@ def run_index(adapter: Adapter, dataset, config: RunConfig, out_dir: Path, repor
         done_before = _finished(final_path, identity, config)
         if done_before is not None:
             reporter.phase(adapter.name, "already measured (kept from the interrupted run)")
+            if keep_index:  # the paired re-timing needs it in memory (peers come from the cache)
+                build_index(adapter, dataset, config, reporter)
             return done_before
 
     state = {"identity": identity, "recalls": {}, "points": []}
