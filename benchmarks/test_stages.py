@@ -13,7 +13,7 @@ import pytest
 vb = pytest.importorskip("vdbbench._rust_vdb")
 
 from vdbbench.bench.adapters import default_nlist, train_sample  # noqa: E402
-from vdbbench.bench.data import exact_ground_truth  # noqa: E402
+from vdbbench.datasets import compute_groundtruth  # noqa: E402
 from vdbbench.bench.metrics import knn_recall  # noqa: E402
 from vdbbench.datasets.synth import synth_sift  # noqa: E402
 
@@ -23,7 +23,7 @@ N, NQ, K, NPROBE = 50_000, 500, 10, 16
 @pytest.fixture(scope="module")
 def data():
     base, queries = synth_sift(N, NQ, seed=7)
-    _, dist = exact_ground_truth(base, queries, K)
+    _, dist = compute_groundtruth(base, queries, "l2", k=K)
     return base, queries, dist
 
 

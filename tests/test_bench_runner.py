@@ -12,7 +12,7 @@ import pytest
 
 from vdbbench.bench import results
 from vdbbench.bench.adapters import RunOptions, default_nlist
-from vdbbench.bench.data import exact_ground_truth
+from vdbbench.datasets import compute_groundtruth
 from vdbbench.bench.metrics import knn_recall
 from vdbbench.bench.registry import adapter_class
 from vdbbench.bench.runner import RunConfig, run_index
@@ -24,7 +24,7 @@ from vdbbench.datasets.synth import synth_sift
 @pytest.fixture(scope="module")
 def small() -> Dataset:
     base, queries = synth_sift(4000, 200, seed=3)
-    nb, dist = exact_ground_truth(base, queries)
+    nb, dist = compute_groundtruth(base, queries, "l2")
     return Dataset("test-sift-4k", base, queries, "l2", nb, dist, synthetic=True, source="generated")
 
 

@@ -172,6 +172,8 @@ def _load_dataset(name: str, queries: int | None, console):
         raise UsageError(str(msg)) from None
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(f"cannot load dataset {name!r}: {exc}") from None
+    except OSError as exc:  # DownloadError: offline, or a download that did not verify
+        raise UsageError(f"cannot load dataset {name!r}: {exc}") from None
     if queries is not None:
         ds = _subset_queries(ds, queries)
     return ds

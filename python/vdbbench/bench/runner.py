@@ -227,6 +227,9 @@ def run_index(
             "sha256": sha,
             "synthetic": bool(dataset.synthetic),
             "source": dataset.source,
+            # what the user asked for, and why something else was measured (offline fallback)
+            "requested": dataset.extra.get("requested"),
+            "fallback_reason": dataset.extra.get("fallback_reason"),
             # --queries N measures the first N queries only; the hash identifies the full set
             "nq_total": int(dataset.extra.get("queries_total", dataset.nq)),
         },
