@@ -280,20 +280,21 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
             ),
         ));
     }
-    let cnorms = crate::kmeans::row_norms(&centroids, dim);
     let mut index = IvfIndex {
         dim,
         metric,
         storage,
         seed,
         nlist_request,
-        centroids,
-        cnorms,
+        centroids: Vec::new(),
+        cnorms: Vec::new(),
+        centroids_f16: Vec::new(),
         sq,
         lists,
         ntotal,
         codes_exact: false,
     };
+    index.set_centroids(centroids);
     index.codes_exact = index.compute_codes_exact();
     Ok(index)
 }
