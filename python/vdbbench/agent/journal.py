@@ -23,6 +23,16 @@ OUTCOMES = (
 )
 
 
+def event_time(t) -> float | None:
+    """An event's `t` (ISO-8601) as a POSIX timestamp; None when missing or malformed."""
+    if not isinstance(t, str):
+        return None
+    try:
+        return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def read_events(path: str | os.PathLike) -> list[dict]:
     """All complete events of a journal file; a torn last line (crash mid-write) is ignored."""
     events = []

@@ -10,20 +10,12 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, TextIO
 
 from vdbbench.agent.budget import Budgets
+from vdbbench.agent.journal import event_time
 
 _OUTCOME_COLOUR = {
     "accepted": "bold green", "slower": "grey62", "recall_below_floor": "dark_orange", "flagged": "bold red",
     "build_failed": "red3", "tests_failed": "magenta", "timed_out": "blue", "crashed": "red", "no_change": "grey50",
 }
-
-
-def _ts(t: Any) -> float | None:
-    if not isinstance(t, str):
-        return None
-    try:
-        return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _qps(v: Any) -> str:
@@ -70,7 +62,7 @@ class SessionState:
 
     def apply(self, ev: Mapping[str, Any]) -> None:
         kind = ev.get("type")
-        t = _ts(ev.get("t"))
+        t = event_time(ev.get("t"))
         self.iteration = max(self.iteration, int(ev.get("iteration") or 0))
         if kind == "session_start":
             if self.segment_start is not None and self.last_event_t is not None:
@@ -179,7 +171,7 @@ class LiveView:
         kind = ev.get("type")
         if self.quiet:
             if kind == "decision":
-                self._print(decision_line(self.state, ev, now=_ts(ev.get("t"))))
+                self._print(decision_line(self.state, ev, now=event_time(ev.get("t"))))
             elif kind == "budget_stop":
                 self._print(f"[stop] {self.state.stopped} — raise it and `vdbbench agent resume` to carry on")
             elif kind == "session_end":

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vdbbench.agent.budget import Usage
+from vdbbench.agent.journal import event_time
 
 # Every outcome a decision can have, how it is drawn, and the order of the legend.
 OUTCOME_STYLE: dict[str, dict[str, Any]] = {
@@ -95,7 +96,7 @@ def _progress(events: Sequence[Mapping[str, Any]], x: str) -> dict[int, float]:
     wall = 0.0
     seg_start = last_t = None
     for e in events:
-        t = _event_time(e)
+        t = event_time(e.get("t"))
         if e.get("type") == "session_start":
             if seg_start is not None and last_t is not None:
                 wall += max(0.0, last_t - seg_start)
@@ -117,18 +118,6 @@ def _progress(events: Sequence[Mapping[str, Any]], x: str) -> dict[int, float]:
                 "hours": here / 3600.0, "cost": cost, "tokens": tokens / 1e6,
             }[x]
     return out
-
-
-def _event_time(e: Mapping[str, Any]) -> float | None:
-    from datetime import datetime
-
-    t = e.get("t")
-    if not isinstance(t, str):
-        return None
-    try:
-        return datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def best_curve(events: Sequence[Mapping[str, Any]], x: str = "iterations") -> tuple[list[float], list[float]]:
