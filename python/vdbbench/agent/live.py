@@ -6,7 +6,6 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Iterable, Mapping, TextIO
 
 from vdbbench.agent.budget import Budgets
