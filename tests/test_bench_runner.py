@@ -137,7 +137,7 @@ def test_hnsw_and_refine_peers_reach_target(small, tmp_path):
         r = run_index(adapter_class(name)(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
         assert results.target_met(r), name
     refine = json.loads((tmp_path / "faiss-ivf-sq8-refine.json").read_text())
-    assert {p["params"]["k_factor"] for p in refine["points"]} == {4, 8, 16}
+    assert {p["params"]["k_factor"] for p in refine["points"]} == {1, 4, 8, 16}  # the default sweep (0, 4k, 8k, 16k) as k_factors
 
 
 def test_unsupported_metric_and_missing_ground_truth_are_refused(small, tmp_path):
@@ -163,7 +163,7 @@ def test_ours_ivf_reports_stage_breakdown(small, tmp_path):
     cfg = _cfg(modes=("batch",))
     r = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
     assert results.target_met(r)
-    assert {p["params"]["rerank"] for p in r["points"]} == {40, 80, 160}
+    assert {p["params"]["rerank"] for p in r["points"]} == {0, 40, 80, 160}
     assert all(isinstance(p.get("stages"), dict) and p["stages"]["nq"] == small.nq for p in r["points"])
     assert r["build"]["bytes"] > 0 and r["build"]["cached"] is False
 

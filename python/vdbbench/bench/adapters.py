@@ -44,6 +44,12 @@ class ParamSpace:
         return out
 
 
+def default_rerank_sweep(k: int) -> tuple[int, ...]:
+    """The rerank depths swept by default, the same for our u8+f16 and faiss' refine twins
+    (k_factor = rerank/k, at least 1): 0 is the u8 prescore alone (exact on integer data)."""
+    return (0, 4 * k, 8 * k, 16 * k)
+
+
 def default_nlist(n: int) -> int:
     """The nlist both our IVF and the faiss IVF peers use unless told otherwise: 4*sqrt(n)."""
     return max(1, min(n, int(round(4.0 * math.sqrt(n)))))

@@ -48,7 +48,7 @@ def register(subparsers) -> None:
     run.add_argument("--compare", default="", help="comma-separated peers to run alongside (e.g. faiss-ivf-flat,faiss-hnsw)")
     run.add_argument("--nlist", type=int, help="IVF lists (ours and faiss IVF peers); default 4*sqrt(n)")
     run.add_argument("--nprobe", default="auto", help="auto (adaptive) or a list such as 1,2,4,8")
-    run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 4k,8k,16k; "
+    run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 0,4k,8k,16k; "
                      "faiss refine peers use k_factor = rerank/k")
     run.add_argument("--ef-search", help="efSearch list for faiss-hnsw (default adaptive)")
     run.add_argument("--storage", default="u8+f16", choices=("u8+f16", "f16", "f32"), help="storage of our ivf")

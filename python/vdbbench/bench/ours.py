@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from vdbbench.bench.adapters import (
+    default_rerank_sweep,
     Adapter,
     BuildInfo,
     ParamSpace,
@@ -63,7 +64,7 @@ class IvfAdapter(Adapter):
         secondary = {}
         if self.options.storage == "u8+f16":
             k = self.options.k
-            rerank = self.options.rerank or (4 * k, 8 * k, 16 * k)
+            rerank = self.options.rerank or default_rerank_sweep(k)
             bad = [r for r in rerank if 0 < r < k or r < 0]
             if bad:
                 raise ValueError(f"rerank {bad[0]} must be 0 (u8 results alone) or >= k={k}")

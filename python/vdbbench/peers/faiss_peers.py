@@ -13,6 +13,7 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
 from vdbbench.bench.adapters import (  # noqa: E402
+    default_rerank_sweep,
     Adapter,
     BuildInfo,
     ParamSpace,
@@ -122,7 +123,7 @@ class FaissIvfRefine(FaissIvf):
     def param_space(self):
         space = super().param_space()
         k = self.options.k
-        rerank = self.options.rerank or (4 * k, 8 * k, 16 * k)
+        rerank = self.options.rerank or default_rerank_sweep(k)
         factors = tuple(sorted({max(1, r // k) for r in rerank}))
         return ParamSpace(space.primary, space.start, space.stop, space.primary_values, {"k_factor": factors})
 
