@@ -80,6 +80,19 @@ unsafe fn hsum4_ps(a: __m256, b: __m256, c: __m256, d: __m256) -> __m128 {
     )
 }
 
+/// Horizontal sums of four integer vectors: lane i of the result is the sum of the i-th.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum4_epi32(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m128i {
+    let ab = _mm256_hadd_epi32(a, b);
+    let cd = _mm256_hadd_epi32(c, d);
+    let abcd = _mm256_hadd_epi32(ab, cd);
+    _mm_add_epi32(
+        _mm256_castsi256_si128(abcd),
+        _mm256_extracti128_si256::<1>(abcd),
+    )
+}
+
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn hsum_epi32(v: __m256i) -> u32 {
@@ -283,14 +296,7 @@ unsafe fn l2_u8_batch_impl(q: &[u8], rows: &[u8], out: &mut [u32]) {
             }
             i += 32;
         }
-        // Transposing reduction: lane k of `s` is the sum of a[k].
-        let ab = _mm256_hadd_epi32(a[0], a[1]);
-        let cd = _mm256_hadd_epi32(a[2], a[3]);
-        let abcd = _mm256_hadd_epi32(ab, cd);
-        let s = _mm_add_epi32(
-            _mm256_castsi256_si128(abcd),
-            _mm256_extracti128_si256::<1>(abcd),
-        );
+        let s = hsum4_epi32(a[0], a[1], a[2], a[3]);
         let mut s4 = [0u32; 4];
         _mm_storeu_si128(s4.as_mut_ptr() as *mut __m128i, s);
         for k in 0..4 {
@@ -383,14 +389,7 @@ unsafe fn dots_impl<const PRE: bool>(
             }
             i += 32;
         }
-        let ab = _mm256_hadd_epi32(a[0], a[1]);
-        let cd = _mm256_hadd_epi32(a[2], a[3]);
-        let abcd = _mm256_hadd_epi32(ab, cd);
-        let s = _mm_add_epi32(
-            _mm256_castsi256_si128(abcd),
-            _mm256_extracti128_si256::<1>(abcd),
-        );
-        let mut s = s;
+        let mut s = hsum4_epi32(a[0], a[1], a[2], a[3]);
         if main < n {
             let mut t4 = [0i32; 4];
             for (k, t) in t4.iter_mut().enumerate() {

@@ -561,6 +561,38 @@ unsafe fn dot_vnni(q: &[u8], flip: i8, x: &[u8]) -> i32 {
     _mm512_reduce_add_epi32(acc)
 }
 
+/// The dot accumulators of `R` consecutive rows of `n` bytes at `xp` against the query bytes at
+/// `qp` xor `off`: `main` bytes in full 64-byte loads, the rest (if any) through the `tail` mask.
+/// Lane sums are left to the caller, which reduces all `R` at once.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dpbusd_rows<const R: usize>(
+    qp: *const i8,
+    off: __m512i,
+    xp: *const i8,
+    n: usize,
+    main: usize,
+    tail: Option<__mmask64>,
+) -> [__m512i; R] {
+    let mut acc = [_mm512_setzero_si512(); R];
+    let mut i = 0;
+    while i < main {
+        let qv = _mm512_xor_si512(_mm512_loadu_si512(qp.add(i) as _), off);
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = _mm512_dpbusd_epi32(*a, _mm512_loadu_si512(xp.add(k * n + i) as _), qv);
+        }
+        i += 64;
+    }
+    if let Some(m) = tail {
+        let qv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, qp.add(main)), off);
+        for (k, a) in acc.iter_mut().enumerate() {
+            let xv = _mm512_maskz_loadu_epi8(m, xp.add(k * n + main));
+            *a = _mm512_dpbusd_epi32(*a, xv, qv);
+        }
+    }
+    acc
+}
+
 /// `out[r]` = the dot of row r with the query bytes xor `flip`, taken as i8; or, with `PRE`,
 /// `qn + terms[r] - 2 * dot` (the rewritten l2, modulo 2^32), folded into the stores.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -583,23 +615,14 @@ unsafe fn dots_vnni<const PRE: bool>(
     // vector, which costs far less per row than reducing each accumulator alone (at dim 128
     // a row is only two vpdpbusd, so the reduction is most of the work).
     while r + 16 <= nrows {
-        let xp = rows.as_ptr().add(r * n) as *const i8;
-        let mut acc = [_mm512_setzero_si512(); 16];
-        let mut i = 0;
-        while i < main {
-            let qv = _mm512_xor_si512(_mm512_loadu_si512(qp.add(i) as _), off);
-            for (k, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_dpbusd_epi32(*a, _mm512_loadu_si512(xp.add(k * n + i) as _), qv);
-            }
-            i += 64;
-        }
-        if let Some(m) = tail {
-            let qv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, qp.add(main)), off);
-            for (k, a) in acc.iter_mut().enumerate() {
-                let xv = _mm512_maskz_loadu_epi8(m, xp.add(k * n + main));
-                *a = _mm512_dpbusd_epi32(*a, xv, qv);
-            }
-        }
+        let acc = dpbusd_rows::<16>(
+            qp,
+            off,
+            rows.as_ptr().add(r * n) as *const i8,
+            n,
+            main,
+            tail,
+        );
         let mut v = hsum16_epi32(&acc);
         if PRE {
             let t = _mm512_loadu_si512(terms.as_ptr().add(r) as _);
@@ -610,23 +633,14 @@ unsafe fn dots_vnni<const PRE: bool>(
         r += 16;
     }
     while r + 4 <= nrows {
-        let xp = rows.as_ptr().add(r * n) as *const i8;
-        let mut acc = [_mm512_setzero_si512(); 4];
-        let mut i = 0;
-        while i < main {
-            let qv = _mm512_xor_si512(_mm512_loadu_si512(qp.add(i) as _), off);
-            for (k, a) in acc.iter_mut().enumerate() {
-                *a = _mm512_dpbusd_epi32(*a, _mm512_loadu_si512(xp.add(k * n + i) as _), qv);
-            }
-            i += 64;
-        }
-        if let Some(m) = tail {
-            let qv = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, qp.add(main)), off);
-            for (k, a) in acc.iter_mut().enumerate() {
-                let xv = _mm512_maskz_loadu_epi8(m, xp.add(k * n + main));
-                *a = _mm512_dpbusd_epi32(*a, xv, qv);
-            }
-        }
+        let acc = dpbusd_rows::<4>(
+            qp,
+            off,
+            rows.as_ptr().add(r * n) as *const i8,
+            n,
+            main,
+            tail,
+        );
         let mut v = hsum4_epi32(acc[0], acc[1], acc[2], acc[3]);
         if PRE {
             let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
