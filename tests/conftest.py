@@ -16,3 +16,17 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("VDBBENCH_DATA", str(folder))
     monkeypatch.delenv("VDBBENCH_REGISTRY", raising=False)
     return folder
+
+
+@pytest.fixture
+def unreachable_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A registered data set named "away" whose only source (127.0.0.1:9) refuses connections,
+    with download retries not sleeping: what a user sees offline. Returns the name."""
+    reg_file = tmp_path / "unreachable-registry.toml"
+    reg_file.write_text(
+        '[datasets.away]\nmetric = "l2"\ndim = 8\nn = 200\nnq = 10\n'
+        '[[datasets.away.sources]]\nurl = "http://127.0.0.1:9/away.hdf5"\nformat = "ann-hdf5"\n'
+    )
+    monkeypatch.setenv("VDBBENCH_REGISTRY", str(reg_file))
+    monkeypatch.setattr("vdbbench.datasets.download.time.sleep", lambda s: None)
+    return "away"

@@ -120,16 +120,9 @@ def test_plot_and_compare_read_result_files(tmp_path, capsys):
     assert "not a vdbbench result" in capsys.readouterr().err
 
 
-def test_unreachable_dataset_is_a_clear_message_not_a_traceback(tmp_path, monkeypatch, capsys):
+def test_unreachable_dataset_is_a_clear_message_not_a_traceback(unreachable_dataset, tmp_path, capsys):
     """A registered set that cannot be downloaded (and has no offline replica) exits 2 saying why."""
-    reg_file = tmp_path / "reg.toml"
-    reg_file.write_text(
-        '[datasets.away]\nmetric = "l2"\ndim = 8\nn = 200\nnq = 10\n'
-        '[[datasets.away.sources]]\nurl = "http://127.0.0.1:9/away.hdf5"\nformat = "ann-hdf5"\n'
-    )
-    monkeypatch.setenv("VDBBENCH_REGISTRY", str(reg_file))
-    monkeypatch.setattr("vdbbench.datasets.download.time.sleep", lambda s: None)
-    rc = main(["run", "--index", "ivf", "--dataset", "away", "--out", str(tmp_path / "out")])
+    rc = main(["run", "--index", "ivf", "--dataset", unreachable_dataset, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert rc == 2
     assert "cannot load dataset 'away'" in err and "127.0.0.1:9/away.hdf5" in err

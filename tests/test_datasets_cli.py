@@ -113,21 +113,8 @@ format = "ann-hdf5"
         server.server_close()
 
 
-def test_fetch_offline_exits_1_and_says_what_to_do(data_dir, tmp_path, monkeypatch, capsys):
-    reg_file = tmp_path / "reg.toml"
-    reg_file.write_text("""
-[datasets.away]
-metric = "l2"
-dim = 8
-n = 200
-nq = 10
-[[datasets.away.sources]]
-url = "http://127.0.0.1:9/away.hdf5"
-format = "ann-hdf5"
-""")
-    monkeypatch.setenv("VDBBENCH_REGISTRY", str(reg_file))
-    monkeypatch.setattr("vdbbench.datasets.download.time.sleep", lambda s: None)
-    assert main(["datasets", "fetch", "away"]) == 1
+def test_fetch_offline_exits_1_and_says_what_to_do(data_dir, unreachable_dataset, capsys):
+    assert main(["datasets", "fetch", unreachable_dataset]) == 1
     out = capsys.readouterr().out
     assert "fetch failed" in out and "127.0.0.1:9/away.hdf5" in out and "offline" in out
     assert not (data_dir / "away" / "away.hdf5").exists()
