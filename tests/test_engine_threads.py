@@ -74,6 +74,19 @@ def test_concurrent_searches_agree_with_serial(index_and_queries):
         np.testing.assert_array_equal(d0, d1)
 
 
+def test_a_single_query_shared_between_threads_equals_one_thread(index_and_queries):
+    idx, queries = index_and_queries
+    shared = 0
+    for r in range(60):  # nprobe 64 of ~566 lists: ~2,300 vectors, over the sharing threshold
+        d1, i1 = idx.search(queries[r:r + 1], k=10, nprobe=64, threads=1)
+        assert idx.last_search_stats()["threads"] == 1
+        d2, i2 = idx.search(queries[r:r + 1], k=10, nprobe=64, threads=2)
+        shared += idx.last_search_stats()["threads"] == 2
+        np.testing.assert_array_equal(i1, i2)
+        np.testing.assert_array_equal(d1, d2)
+    assert shared > 0, "a helper thread never joined a single-query scan"
+
+
 def test_single_query_calls_equal_batch_rows(index_and_queries):
     idx, queries = index_and_queries
     d, i = idx.search(queries[:50], k=10, nprobe=8)

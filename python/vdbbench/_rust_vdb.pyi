@@ -116,15 +116,18 @@ class IvfIndex:
         so are the query's: the u8 distance is then the f16 one and the rerank is skipped,
         same results); 0 returns the u8 results alone (distances decoded from the codes);
         0 < rerank < k is refused.
-        threads: cap on the threads used (None: all cores); one query runs on the calling
-        thread.
+        threads: cap on the threads used (None: all cores). Several queries are spread over
+        the threads; a single query whose probed lists hold >= 2048 vectors shares them between
+        the calling thread and the others (a helper that has not woken by the time the caller
+        is done is skipped, so this never waits on a wake-up). Results do not depend on it.
         Raises InvalidInput (wrong shape/dtype, NaN/inf, k <= 0 or k > ntotal, nprobe or
         rerank out of range, threads < 1) or NotReady (before train).
         """
     def last_search_stats(self) -> dict[str, float | int] | None:
         """Per-stage figures of the last search, or None before any: ``nq``, ``threads``,
         ``routing_s``, ``prescore_s`` (list scan: u8 codes, or f16/f32 vectors), ``rerank_s``,
-        ``topk_s`` (stage seconds are summed over threads), ``wall_s`` (elapsed),
+        ``topk_s`` (stage seconds are summed over threads; a single query shared between threads
+        counts its scan's elapsed time), ``wall_s`` (elapsed),
         ``lists_probed``, ``codes_scanned``, ``candidates_reranked``."""
     def save(self, path: str | PathLike[str]) -> None:
         """Writes the index (versioned format, crc32) through a temporary file renamed into

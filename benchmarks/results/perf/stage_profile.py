@@ -1,21 +1,27 @@
-"""Stage breakdown (last_search_stats) of ivf u8+f16 on synth-sift-100k, batch and single, one thread.
+"""Stage breakdown (last_search_stats) of ivf u8+f16, batch and single, one thread.
 
-Usage: python benchmarks/results/perf/stage_profile.py NPROBE RERANK [--rebuild]
-(the index is built once and kept in /tmp/perfP/ivf100k.vdb; the best of 3 passes is shown).
+Usage: python benchmarks/results/perf/stage_profile.py NPROBE RERANK [--rebuild] [--dataset NAME] [--queries N]
+(default synth-sift-100k, all its queries; the index is built once and kept in
+/tmp/perfP/<dataset>.vdb; the best of 3 passes is shown).
 """
 import sys, time, os, numpy as np
 import vdbbench as vb
 from vdbbench.datasets.loader import resolve
 from vdbbench.datasets.groundtruth import ensure_groundtruth
 from vdbbench.bench.metrics import knn_recall
-ds, gtdir = resolve("synth-sift-100k"); ds = ensure_groundtruth(ds, gtdir, progress=False)
+def opt(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+dsname, nqmax = opt("--dataset", "synth-sift-100k"), int(opt("--queries", 0))
+ds, gtdir = resolve(dsname); ds = ensure_groundtruth(ds, gtdir, progress=False)
 base, q, gtd = np.ascontiguousarray(ds.train, dtype=np.float32), np.ascontiguousarray(ds.test, dtype=np.float32), ds.distances
+if nqmax:
+    q, gtd = q[:nqmax], gtd[:nqmax]
 os.makedirs("/tmp/perfP", exist_ok=True)
-path = "/tmp/perfP/ivf100k.vdb"
+path = f"/tmp/perfP/{dsname}.vdb"
 if os.path.exists(path) and "--rebuild" not in sys.argv:
     idx = vb.IvfIndex.load(path)
 else:
-    t=time.perf_counter(); idx = vb.IvfIndex(dim=128, storage="u8+f16", seed=0); idx.train(base); idx.add(base); print("build", time.perf_counter()-t); idx.save(path)
+    t=time.perf_counter(); idx = vb.IvfIndex(dim=base.shape[1], storage="u8+f16", seed=0); idx.train(base); idx.add(base); print("build", time.perf_counter()-t); idx.save(path)
 nprobe, rerank = int(sys.argv[1]), int(sys.argv[2])
 for mode in ("batch", "single"):
     best = None

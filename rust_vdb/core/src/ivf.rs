@@ -2,6 +2,7 @@
 //! search = route to nprobe lists -> scan (u8 prescore, or f16/f32) -> f16 rerank -> top k.
 
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use half::f16;
@@ -29,6 +30,9 @@ const SCAN_BLOCK: usize = 1024;
 const ROUTE_GEMM_MIN: usize = 4;
 /// Rerank reads this many candidates ahead (kernels.md: ~4 ahead halves the random f16 reads).
 const RERANK_PREFETCH: usize = 4;
+/// A single query searched with several threads splits its scan across them only when its
+/// probed lists hold at least this many vectors (below, the hand-off costs more than it saves).
+const SPLIT_MIN_CODES: usize = 2048;
 /// Queries (or added vectors) between two interrupt checks.
 const INTERRUPT_EVERY: usize = 1024;
 /// The `nprobe` used when the caller gives none: at least this many lists (clamped to nlist)...
@@ -556,6 +560,12 @@ impl IvfIndex {
         } else {
             pool::effective_threads(threads)
         };
+        // A single query may still use several threads: over its lists, not over queries.
+        let split = if nq == 1 && threads != Some(1) {
+            pool::effective_threads(threads)
+        } else {
+            1
+        };
         let block = nq
             .min(INTERRUPT_EVERY)
             .div_ceil(nthreads)
@@ -577,7 +587,7 @@ impl IvfIndex {
                     .zip(dd.chunks_mut(SCAN_BLOCK * k))
                     .zip(ii.chunks_mut(SCAN_BLOCK * k))
                 {
-                    s.merge(&self.search_block(qs, &p, dd, ii));
+                    s.merge(&self.search_block(qs, &p, dd, ii, split, threads));
                 }
                 s
             } else {
@@ -585,7 +595,7 @@ impl IvfIndex {
                     qs.par_chunks(block * dim)
                         .zip(dd.par_chunks_mut(block * k))
                         .zip(ii.par_chunks_mut(block * k))
-                        .map(|((qs, dd), ii)| self.search_block(qs, &p, dd, ii))
+                        .map(|((qs, dd), ii)| self.search_block(qs, &p, dd, ii, 1, None))
                         .reduce(SearchStats::default, |mut a, b| {
                             a.merge(&b);
                             a
@@ -595,7 +605,7 @@ impl IvfIndex {
             stats.merge(&s);
         }
         stats.threads = if sequential {
-            1
+            stats.threads.max(1)
         } else {
             pool::effective_threads(threads).min(nq) as u64
         };
@@ -607,12 +617,17 @@ impl IvfIndex {
     /// every query, then visit the probed lists in list order, scoring each list against all
     /// the block's queries that probe it while its codes are in cache, then rerank per query.
     /// Results do not depend on the visiting order (the heaps order hits by score, then id).
+    ///
+    /// A block of one query with `split_threads` > 1 scans its lists on that many threads of
+    /// the `split_pool` pool when they hold at least SPLIT_MIN_CODES vectors.
     fn search_block(
         &self,
         qs: &[f32],
         p: &SearchParams,
         out_d: &mut [f32],
         out_i: &mut [i64],
+        split_threads: usize,
+        split_pool: Option<usize>,
     ) -> SearchStats {
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
@@ -694,62 +709,51 @@ impl IvfIndex {
             for (h, &rq) in s.heaps[..m].iter_mut().zip(&s.rerank_q) {
                 h.reset(if rq { p.rerank } else { k });
             }
-            for &visit in &s.probes {
-                let li = (visit >> 32) as usize;
-                let qi = (visit & 0xFFFF_FFFF) as usize;
-                let list = &self.lists[li];
-                let n = list.len();
-                if n == 0 {
-                    continue;
+            let split = if m == 1 { split_threads } else { 1 };
+            let planned: usize = s
+                .probes
+                .iter()
+                .map(|&v| self.lists[(v >> 32) as usize].len())
+                .sum();
+            stats.codes_scanned += planned as u64;
+            let mut parts: Option<Vec<Vec<Hit<u64>>>> = None;
+            if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 {
+                // One query, several threads: each scans a share of its lists into a heap of
+                // its own; the union's best are the same hits a single heap keeps (hits are
+                // ordered by score, then id).
+                let qv = QueryView::of(dim, &s.qblock, &s.qcodes, &s.qscaled, &s.bias, 0);
+                let cap = s.heaps[0].k();
+                let probes = &s.probes;
+                // Each run takes the next unscanned list: a helper that wakes late takes fewer.
+                let next = AtomicUsize::new(0);
+                let work = || {
+                    let (mut heap, mut ubuf, mut fbuf) = (Reservoir::new(cap), vec![], vec![]);
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&visit) = probes.get(i) else { break };
+                        let li = (visit >> 32) as usize;
+                        self.scan_list(kern, li, &qv, &mut heap, &mut ubuf, &mut fbuf);
+                    }
+                    let mut hits = Vec::new();
+                    heap.drain_sorted(&mut hits);
+                    hits
+                };
+                parts = pool::run_shared(split - 1, split_pool, &work).ok();
+            }
+            if let Some(parts) = parts {
+                let heap = &mut s.heaps[0];
+                for h in parts.iter().flatten() {
+                    if h.score <= heap.threshold() {
+                        heap.push(h.score, h.id, h.payload);
+                    }
                 }
-                stats.codes_scanned += n as u64;
-                let heap = &mut s.heaps[qi];
-                let loc = (li as u64) << 32;
-                let q = &s.qblock[qi * dim..(qi + 1) * dim];
-                match (self.storage, sim) {
-                    (Storage::U8F16, false) => {
-                        s.ubuf.resize(n, 0);
-                        let out = &mut s.ubuf[..n];
-                        let qc = &s.qcodes[qi * dim..(qi + 1) * dim];
-                        (kern.l2_u8_batch_pre)(qc, &list.codes, &list.terms, out);
-                        let mut thr = heap.threshold();
-                        for (j, &v) in out.iter().enumerate() {
-                            let sc = v as f32;
-                            if sc <= thr {
-                                heap.push(sc, list.ids[j], loc | j as u64);
-                                thr = heap.threshold();
-                            }
-                        }
-                    }
-                    (Storage::U8F16, true) => {
-                        s.fbuf.resize(n, 0.0);
-                        let out = &mut s.fbuf[..n];
-                        (kern.dot_f32_u8_batch)(
-                            &s.qscaled[qi * dim..(qi + 1) * dim],
-                            &list.codes,
-                            out,
-                        );
-                        let bias = s.bias[qi];
-                        let mut thr = heap.threshold();
-                        for (j, &v) in out.iter().enumerate() {
-                            let sc = -(bias + v);
-                            if sc <= thr {
-                                heap.push(sc, list.ids[j], loc | j as u64);
-                                thr = heap.threshold();
-                            }
-                        }
-                    }
-                    (storage, _) => {
-                        s.fbuf.resize(n, 0.0);
-                        let out = &mut s.fbuf[..n];
-                        match (storage, sim) {
-                            (Storage::F32, false) => (kern.l2_f32_batch)(q, &list.vf32, out),
-                            (Storage::F32, true) => (kern.dot_f32_batch)(q, &list.vf32, out),
-                            (_, false) => (kern.l2_f32_f16_batch)(q, &list.vf16, out),
-                            (_, true) => (kern.dot_f32_f16_batch)(q, &list.vf16, out),
-                        }
-                        push_all(heap, out, &list.ids, loc, sim);
-                    }
+                stats.threads = parts.len() as u64;
+            } else {
+                for &visit in &s.probes {
+                    let li = (visit >> 32) as usize;
+                    let qi = (visit & 0xFFFF_FFFF) as usize;
+                    let qv = QueryView::of(dim, &s.qblock, &s.qcodes, &s.qscaled, &s.bias, qi);
+                    self.scan_list(kern, li, &qv, &mut s.heaps[qi], &mut s.ubuf, &mut s.fbuf);
                 }
             }
             let t2 = Instant::now();
@@ -809,6 +813,66 @@ impl IvfIndex {
         })
     }
 
+    /// Scores list `li` against one query and offers the rows that can enter to its heap:
+    /// u8 codes (l2 through the VNNI-ready terms, ip/cosine through step-scaled values), or
+    /// the f16 / f32 vectors themselves. `ubuf`/`fbuf` are reused score buffers.
+    fn scan_list(
+        &self,
+        kern: &Kernels,
+        li: usize,
+        qv: &QueryView,
+        heap: &mut Reservoir<u64>,
+        ubuf: &mut Vec<u32>,
+        fbuf: &mut Vec<f32>,
+    ) {
+        let list = &self.lists[li];
+        let n = list.len();
+        if n == 0 {
+            return;
+        }
+        let loc = (li as u64) << 32;
+        match (self.storage, self.metric.is_similarity()) {
+            (Storage::U8F16, false) => {
+                ubuf.resize(n, 0);
+                let out = &mut ubuf[..n];
+                (kern.l2_u8_batch_pre)(qv.qcode, &list.codes, &list.terms, out);
+                let mut thr = heap.threshold();
+                for (j, &v) in out.iter().enumerate() {
+                    let sc = v as f32;
+                    if sc <= thr {
+                        heap.push(sc, list.ids[j], loc | j as u64);
+                        thr = heap.threshold();
+                    }
+                }
+            }
+            (Storage::U8F16, true) => {
+                fbuf.resize(n, 0.0);
+                let out = &mut fbuf[..n];
+                (kern.dot_f32_u8_batch)(qv.qscaled, &list.codes, out);
+                let mut thr = heap.threshold();
+                for (j, &v) in out.iter().enumerate() {
+                    let sc = -(qv.bias + v);
+                    if sc <= thr {
+                        heap.push(sc, list.ids[j], loc | j as u64);
+                        thr = heap.threshold();
+                    }
+                }
+            }
+            (storage, sim) => {
+                fbuf.resize(n, 0.0);
+                let out = &mut fbuf[..n];
+                let q = qv.q;
+                match (storage, sim) {
+                    (Storage::F32, false) => (kern.l2_f32_batch)(q, &list.vf32, out),
+                    (Storage::F32, true) => (kern.dot_f32_batch)(q, &list.vf32, out),
+                    (_, false) => (kern.l2_f32_f16_batch)(q, &list.vf16, out),
+                    (_, true) => (kern.dot_f32_f16_batch)(q, &list.vf16, out),
+                }
+                push_all(heap, out, &list.ids, loc, sim);
+            }
+        }
+    }
+
     /// The nprobe best lists for one query's centroid inner products, best first: by
     /// ||c||^2 - 2 <q, c> (l2) or -<q, c> (ip, cosine), ties to the smaller list.
     fn select_lists(&self, dots: &[f32], nprobe: usize, order: &mut Vec<(f32, u32)>) {
@@ -860,6 +924,34 @@ impl IvfIndex {
             for (q, row) in qblock.chunks_exact(dim).zip(dots.chunks_exact_mut(nlist)) {
                 (kern.dot_f32_f16_batch)(q, &self.centroids_f16, row);
             }
+        }
+    }
+}
+
+/// One query as the list scan needs it: the (normalised) f32 query, and for u8 codes its
+/// own codes (l2) or step-scaled values and offset (ip, cosine); unused parts are empty.
+struct QueryView<'a> {
+    q: &'a [f32],
+    qcode: &'a [u8],
+    qscaled: &'a [f32],
+    bias: f32,
+}
+
+impl<'a> QueryView<'a> {
+    fn of(
+        dim: usize,
+        qblock: &'a [f32],
+        qcodes: &'a [u8],
+        qscaled: &'a [f32],
+        bias: &[f32],
+        qi: usize,
+    ) -> Self {
+        let row = qi * dim..(qi + 1) * dim;
+        QueryView {
+            q: &qblock[row.clone()],
+            qcode: qcodes.get(row.clone()).unwrap_or(&[]),
+            qscaled: qscaled.get(row).unwrap_or(&[]),
+            bias: bias.get(qi).copied().unwrap_or(0.0),
         }
     }
 }

@@ -2,7 +2,8 @@
 
 /// Work and time per stage, summed over the queries of one call. Stage seconds are summed
 /// over threads (CPU seconds, so they add up to about `threads * wall_s`); `wall_s` is the
-/// elapsed time of the whole call.
+/// elapsed time of the whole call. A single query split over threads times its scan on the
+/// calling thread (wall seconds).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SearchStats {
     pub nq: u64,
@@ -25,6 +26,7 @@ pub struct SearchStats {
 impl SearchStats {
     pub fn merge(&mut self, o: &SearchStats) {
         self.nq += o.nq;
+        self.threads = self.threads.max(o.threads);
         self.routing_s += o.routing_s;
         self.prescore_s += o.prescore_s;
         self.rerank_s += o.rerank_s;

@@ -170,6 +170,11 @@ impl<P: Copy> Reservoir<P> {
         }
     }
 
+    /// How many hits it keeps.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
     /// Scores strictly above this cannot enter (equal scores may, by id): +inf until k hits
     /// were kept at a cut. Only ever decreases.
     #[inline(always)]
@@ -217,10 +222,14 @@ mod tests {
 
     /// Pseudo-random (score, id) items with many ties.
     fn items(n: usize, seed: u64) -> Vec<(f32, i64)> {
-        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (0..n)
             .map(|i| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (((x >> 33) % 97) as f32, i as i64)
             })
             .collect()
@@ -228,7 +237,14 @@ mod tests {
 
     #[test]
     fn reservoir_equals_heap_with_ties_and_threshold_skips() {
-        for &(n, k) in &[(0usize, 3usize), (5, 10), (100, 1), (1000, 10), (3000, 80), (500, 200)] {
+        for &(n, k) in &[
+            (0usize, 3usize),
+            (5, 10),
+            (100, 1),
+            (1000, 10),
+            (3000, 80),
+            (500, 200),
+        ] {
             for seed in 0..4 {
                 let mut its = items(n, seed);
                 if seed % 2 == 1 {

@@ -25,7 +25,11 @@ fn blobs(n: usize, dim: usize, centers: usize, seed: u64) -> Vec<f32> {
 }
 
 fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
-    rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(f)
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(f)
 }
 
 #[test]
@@ -38,7 +42,9 @@ fn kmeans_is_identical_at_any_thread_count_and_leaves_no_empty_cluster() {
     for t in [1usize, 2, 3] {
         let mut p = p.clone();
         p.threads = Some(t);
-        runs.push(in_pool(t, || kmeans::kmeans(&x, dim, &p, &never_interrupt).unwrap()));
+        runs.push(in_pool(t, || {
+            kmeans::kmeans(&x, dim, &p, &never_interrupt).unwrap()
+        }));
     }
     assert_eq!(runs[0].centroids, runs[1].centroids);
     assert_eq!(runs[0].centroids, runs[2].centroids);
@@ -57,7 +63,12 @@ fn kmeans_is_identical_at_any_thread_count_and_leaves_no_empty_cluster() {
     // A different seed gives different centroids.
     let mut p2 = p.clone();
     p2.seed = 8;
-    assert_ne!(kmeans::kmeans(&x, dim, &p2, &never_interrupt).unwrap().centroids, runs[0].centroids);
+    assert_ne!(
+        kmeans::kmeans(&x, dim, &p2, &never_interrupt)
+            .unwrap()
+            .centroids,
+        runs[0].centroids
+    );
 }
 
 #[test]
@@ -65,7 +76,9 @@ fn kmeans_splits_clusters_when_data_has_fewer_modes_than_k() {
     // 4 distinct points repeated, plus a little spread: k=16 must still give 16 used lists.
     let dim = 4;
     let mut rng = Rng::new(3);
-    let x: Vec<f32> = (0..800 * dim).map(|i| ((i / dim) % 4) as f32 * 10.0 + rng.next_f64() as f32).collect();
+    let x: Vec<f32> = (0..800 * dim)
+        .map(|i| ((i / dim) % 4) as f32 * 10.0 + rng.next_f64() as f32)
+        .collect();
     let mut p = KMeansParams::new(16, 0);
     p.niter = 5;
     let km = kmeans::kmeans(&x, dim, &p, &never_interrupt).unwrap();
@@ -77,7 +90,13 @@ fn kmeans_splits_clusters_when_data_has_fewer_modes_than_k() {
     assert!(counts.iter().all(|&c| c > 0), "empty cluster: {counts:?}");
 }
 
-fn search_flat(base: &[f32], q: &[f32], dim: usize, metric: Metric, k: usize) -> (Vec<f32>, Vec<i64>) {
+fn search_flat(
+    base: &[f32],
+    q: &[f32],
+    dim: usize,
+    metric: Metric,
+    k: usize,
+) -> (Vec<f32>, Vec<i64>) {
     let mut f = FlatIndex::new(dim, metric).unwrap();
     f.add(base).unwrap();
     let (d, i, _) = f.search(q, k, None, &never_interrupt).unwrap();
@@ -93,19 +112,28 @@ fn ivf_f32_with_every_list_probed_equals_flat_exactly() {
         let mut ivf = IvfIndex::new(dim, Some(20), metric, Storage::F32, 0).unwrap();
         ivf.train(&base, None, &never_interrupt).unwrap();
         ivf.add(&base, None, None, &never_interrupt).unwrap();
-        let (d, i, stats) = ivf.search(&q, 10, Some(20), None, None, &never_interrupt).unwrap();
+        let (d, i, stats) = ivf
+            .search(&q, 10, Some(20), None, None, &never_interrupt)
+            .unwrap();
         let (fd, fi) = search_flat(&base, &q, dim, metric, 10);
         assert_eq!(i, fi, "{metric:?}");
         // The SIMD batch kernels score rows four at a time, so one row's rounding may depend
         // on its position in the block: equal up to f32 rounding (exact on integer data).
         for (a, b) in d.iter().zip(&fd) {
-            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{metric:?}: {a} vs {b}");
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                "{metric:?}: {a} vs {b}"
+            );
         }
         assert_eq!(stats.codes_scanned, 50 * 2000);
         // Single-threaded and one-query calls give the same rows.
-        let (d1, i1, _) = ivf.search(&q, 10, Some(20), None, Some(1), &never_interrupt).unwrap();
+        let (d1, i1, _) = ivf
+            .search(&q, 10, Some(20), None, Some(1), &never_interrupt)
+            .unwrap();
         assert_eq!((d1, i1), (d.clone(), i.clone()));
-        let (d2, i2, _) = ivf.search(&q[..dim], 10, Some(20), None, None, &never_interrupt).unwrap();
+        let (d2, i2, _) = ivf
+            .search(&q[..dim], 10, Some(20), None, None, &never_interrupt)
+            .unwrap();
         assert_eq!((&d2[..], &i2[..]), (&d[..10], &i[..10]));
     }
 }
@@ -119,7 +147,9 @@ fn ivf_train_is_deterministic_across_thread_counts() {
         let mut ivf = IvfIndex::new(dim, None, Metric::L2, Storage::U8F16, 42).unwrap();
         ivf.train(&base, Some(t), &never_interrupt).unwrap();
         ivf.add(&base, None, Some(t), &never_interrupt).unwrap();
-        let r = ivf.search(&q, 5, Some(4), Some(20), Some(t), &never_interrupt).unwrap();
+        let r = ivf
+            .search(&q, 5, Some(4), Some(20), Some(t), &never_interrupt)
+            .unwrap();
         (ivf.centroids().to_vec(), r.0, r.1)
     };
     assert_eq!(build(1), build(2));
@@ -130,26 +160,56 @@ fn bad_inputs_are_refused_and_leave_the_index_unchanged() {
     let dim = 8;
     let base = blobs(500, dim, 4, 9);
     let mut ivf = IvfIndex::new(dim, Some(8), Metric::L2, Storage::U8F16, 0).unwrap();
-    assert!(matches!(ivf.add(&base, None, None, &never_interrupt), Err(VdbError::NotReady(_))));
-    assert!(matches!(ivf.search(&base[..dim], 1, None, None, None, &never_interrupt), Err(VdbError::NotReady(_))));
+    assert!(matches!(
+        ivf.add(&base, None, None, &never_interrupt),
+        Err(VdbError::NotReady(_))
+    ));
+    assert!(matches!(
+        ivf.search(&base[..dim], 1, None, None, None, &never_interrupt),
+        Err(VdbError::NotReady(_))
+    ));
     ivf.train(&base, None, &never_interrupt).unwrap();
     ivf.add(&base, None, None, &never_interrupt).unwrap();
     let before = ivf.clone().lists().to_vec();
     let mut bad = base[..dim * 3].to_vec();
     bad[5] = f32::NAN;
-    assert!(matches!(ivf.add(&bad, None, None, &never_interrupt), Err(VdbError::InvalidInput(_))));
-    assert!(matches!(ivf.add(&base[..dim * 2], Some(&[1, -2]), None, &never_interrupt), Err(VdbError::InvalidInput(_))));
-    assert!(matches!(ivf.add(&base[..dim * 2], Some(&[1]), None, &never_interrupt), Err(VdbError::InvalidInput(_))));
+    assert!(matches!(
+        ivf.add(&bad, None, None, &never_interrupt),
+        Err(VdbError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        ivf.add(&base[..dim * 2], Some(&[1, -2]), None, &never_interrupt),
+        Err(VdbError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        ivf.add(&base[..dim * 2], Some(&[1]), None, &never_interrupt),
+        Err(VdbError::InvalidInput(_))
+    ));
     assert_eq!(ivf.lists(), &before[..]);
     assert_eq!(ivf.ntotal(), 500);
     let q = &base[..dim];
-    for (k, nprobe, rerank) in [(0, None, None), (501, None, None), (5, Some(0), None), (5, Some(9), None), (5, None, Some(3))] {
-        let e = ivf.search(q, k, nprobe, rerank, None, &never_interrupt).unwrap_err();
-        assert!(matches!(e, VdbError::InvalidInput(_)), "{k} {nprobe:?} {rerank:?}: {e}");
+    for (k, nprobe, rerank) in [
+        (0, None, None),
+        (501, None, None),
+        (5, Some(0), None),
+        (5, Some(9), None),
+        (5, None, Some(3)),
+    ] {
+        let e = ivf
+            .search(q, k, nprobe, rerank, None, &never_interrupt)
+            .unwrap_err();
+        assert!(
+            matches!(e, VdbError::InvalidInput(_)),
+            "{k} {nprobe:?} {rerank:?}: {e}"
+        );
     }
-    let e = ivf.search(q, 5, None, None, Some(0), &never_interrupt).unwrap_err();
+    let e = ivf
+        .search(q, 5, None, None, Some(0), &never_interrupt)
+        .unwrap_err();
     assert!(e.to_string().contains("threads=0"), "{e}");
-    let e = ivf.search(&base[..dim + 1], 5, None, None, None, &never_interrupt).unwrap_err();
+    let e = ivf
+        .search(&base[..dim + 1], 5, None, None, None, &never_interrupt)
+        .unwrap_err();
     assert!(e.to_string().contains("dim=8"), "{e}");
 }
 
@@ -168,8 +228,12 @@ fn persist_round_trip_and_refusals() {
         let path = dir.join(format!("{}.vdb", storage.name().replace('+', "_")));
         vdb_core::persist::save(&ivf, &path).unwrap();
         let back = vdb_core::persist::load(&path).unwrap();
-        let a = ivf.search(&q, 7, Some(5), None, None, &never_interrupt).unwrap();
-        let b = back.search(&q, 7, Some(5), None, None, &never_interrupt).unwrap();
+        let a = ivf
+            .search(&q, 7, Some(5), None, None, &never_interrupt)
+            .unwrap();
+        let b = back
+            .search(&q, 7, Some(5), None, None, &never_interrupt)
+            .unwrap();
         assert_eq!((a.0, a.1), (b.0, b.1));
         assert_eq!(back.bytes(), ivf.bytes());
         assert_eq!(back.nlist(), ivf.nlist());
@@ -197,4 +261,93 @@ fn persist_round_trip_and_refusals() {
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn one_query_on_several_threads_equals_one_thread_for_every_storage_and_metric() {
+    // 20000 vectors in 12 lists, every list probed: each query scans well over the split
+    // threshold, so threads=2 and 3 share its lists (and threads=None uses rayon's pool).
+    let dim = 24;
+    let base = blobs(20000, dim, 30, 11);
+    let mut shared = 0;
+    let queries = blobs(40, dim, 30, 12);
+    for metric in [Metric::L2, Metric::Ip, Metric::Cosine] {
+        for storage in [Storage::U8F16, Storage::F16, Storage::F32] {
+            let mut ivf = IvfIndex::new(dim, Some(12), metric, storage, 5).unwrap();
+            ivf.train(&base, Some(1), &never_interrupt).unwrap();
+            ivf.add(&base, None, Some(1), &never_interrupt).unwrap();
+            for rerank in [Some(0), Some(40), None] {
+                for q in queries.chunks_exact(dim) {
+                    let one = ivf
+                        .search(q, 10, Some(12), rerank, Some(1), &never_interrupt)
+                        .unwrap();
+                    assert_eq!(one.2.threads, 1);
+                    for threads in [Some(2), Some(3), None] {
+                        let many = ivf
+                            .search(q, 10, Some(12), rerank, threads, &never_interrupt)
+                            .unwrap();
+                        assert_eq!(
+                            (&one.0, &one.1),
+                            (&many.0, &many.1),
+                            "{metric:?} {storage:?} {rerank:?} {threads:?}"
+                        );
+                        assert!((1..=3).contains(&many.2.threads), "{:?}", many.2.threads);
+                        shared += (many.2.threads > 1) as usize;
+                        assert_eq!(one.2.codes_scanned, many.2.codes_scanned);
+                    }
+                }
+            }
+        }
+    }
+    // A helper that wakes after the caller finished is abandoned; most calls get one.
+    assert!(shared > 0, "no call was ever shared between threads");
+}
+
+#[test]
+fn run_shared_returns_the_callers_run_first_and_reraises_a_helpers_panic() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use vdb_core::pool::run_shared;
+    // Items pulled from a shared counter are each taken exactly once, whoever takes them.
+    for _ in 0..200 {
+        let next = AtomicUsize::new(0);
+        let work = || {
+            let mut mine = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= 64 {
+                    break;
+                }
+                mine.push(i);
+            }
+            mine
+        };
+        let runs = run_shared(2, Some(3), &work).unwrap();
+        assert!((1..=3).contains(&runs.len()));
+        let mut all: Vec<usize> = runs.into_iter().flatten().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..64).collect::<Vec<_>>());
+    }
+    // A helper that panics: the caller sees the panic (never a silent partial result). The
+    // caller's own run waits until a helper has started, so the helper cannot be abandoned.
+    let started = AtomicUsize::new(0);
+    let caller = std::thread::current().id();
+    let work = || {
+        if std::thread::current().id() == caller {
+            while started.load(Ordering::Acquire) == 0 {
+                std::hint::spin_loop();
+            }
+            0
+        } else {
+            started.store(1, Ordering::Release);
+            panic!("helper failed");
+        }
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_shared(1, Some(2), &work)
+    }));
+    assert!(r.is_err(), "a helper's panic must reach the caller");
+    assert!(
+        run_shared(1, Some(0), &|| 1).is_err(),
+        "threads=0 is refused"
+    );
 }
