@@ -128,7 +128,8 @@ class IvfIndex:
         ``routing_s``, ``prescore_s`` (list scan: u8 codes, or f16/f32 vectors), ``rerank_s``,
         ``topk_s`` (stage seconds are summed over threads; a single query shared between threads
         counts its scan's elapsed time), ``wall_s`` (elapsed),
-        ``lists_probed``, ``codes_scanned``, ``candidates_reranked``."""
+        ``lists_probed``, ``centroids_scored`` (every centroid per query, or fewer through
+        two-level routing), ``codes_scanned``, ``candidates_reranked``."""
     def save(self, path: str | PathLike[str]) -> None:
         """Writes the index (versioned format, crc32) through a temporary file renamed into
         place, so a failed save never damages an existing file. OSError on I/O failure."""

@@ -32,9 +32,9 @@ def run(idx, mode, threads):
     else:
         n = 300; I = None
         for i in range(n):
-            idx.search(q[i:i+1], k=10, nprobe=nprobe, rerank=rerank, threads=1)
+            idx.search(q[i:i+1], k=10, nprobe=nprobe, rerank=rerank, threads=threads)
     return n / (clock() - t), I
-for mode, threads in (("batch", 1), ("batch", 2), ("single", 1)):
+for mode, threads in (("batch", 1), ("batch", 2), ("single", 1), ("single", 2)):
     qps = {k: [] for k in engines}
     for r in range(rounds):
         for k, idx in engines.items():

@@ -15,6 +15,7 @@ use crate::kmeans::{self, KMeansParams};
 use crate::metric::{normalize_rows, Metric};
 use crate::pool;
 use crate::quant::Sq8;
+use crate::route::{self, SuperRouting};
 use crate::search_stats::SearchStats;
 use crate::topk::{Hit, Reservoir, TopK};
 use crate::validate;
@@ -160,6 +161,9 @@ pub struct IvfIndex {
     /// centroid scan is memory-bound there: 2 MB of f32 per query at 1M), batch routing
     /// multiplies the f32 copy.
     pub(crate) centroids_f16: Vec<f16>,
+    /// The centroids grouped for two-level routing (derived; None below route::MIN_NLIST
+    /// lists and for "ip", where a group's centre says little about its members' products).
+    pub(crate) routing: Option<SuperRouting>,
     pub(crate) sq: Option<Sq8>,
     pub(crate) lists: Vec<InvList>,
     pub(crate) ntotal: usize,
@@ -177,6 +181,8 @@ struct Scratch {
     qblock: Vec<f32>,
     dots: Vec<f32>,
     order: Vec<(f32, u32)>,
+    /// Two-level routing: the groups of one query, best first.
+    groups: Vec<(f32, u32)>,
     /// (list << 32 | query) for every probe of the block, sorted: the visiting order.
     probes: Vec<u64>,
     /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
@@ -221,6 +227,7 @@ impl IvfIndex {
             centroids: Vec::new(),
             cnorms: Vec::new(),
             centroids_f16: Vec::new(),
+            routing: None,
             sq: None,
             lists: Vec::new(),
             ntotal: 0,
@@ -272,6 +279,10 @@ impl IvfIndex {
         }
         self.cnorms = kmeans::row_norms(&c, self.dim);
         self.centroids_f16 = c.iter().map(|&v| f16::from_f32(v)).collect();
+        self.routing = match self.metric {
+            Metric::Ip => None,
+            _ => SuperRouting::build(&c, self.dim, self.seed),
+        };
         self.centroids = c;
     }
 
@@ -316,7 +327,8 @@ impl IvfIndex {
             .sq
             .as_ref()
             .map_or(0, |s| (s.vmin.len() + s.step.len()) * 4);
-        lists + self.centroids.len() * 4 + self.centroids_f16.len() * 2 + sq
+        let routing = self.routing.as_ref().map_or(0, SuperRouting::bytes);
+        lists + self.centroids.len() * 4 + self.centroids_f16.len() * 2 + sq + routing
     }
 
     /// nlist for a training set of n vectors: the requested one, else round(4 sqrt(n)).
@@ -646,17 +658,41 @@ impl IvfIndex {
                 normalize_rows(&mut s.qblock, dim);
             }
             s.probes.clear();
-            for (bi, sub) in s.qblock.chunks(ROUTE_BLOCK * dim).enumerate() {
-                let mb = sub.len() / dim;
-                s.dots.resize(mb * nlist, 0.0);
-                self.centroid_dots(kern, sub, mb, &mut s.dots);
-                for qi in 0..mb {
-                    let dots = &s.dots[qi * nlist..(qi + 1) * nlist];
-                    self.select_lists(dots, nprobe, &mut s.order);
-                    let q = (bi * ROUTE_BLOCK + qi) as u64;
+            let two_level = self
+                .routing
+                .as_ref()
+                .filter(|_| SuperRouting::applies(nprobe, nlist));
+            if let Some(r) = two_level {
+                // Query by query: each scores only the centroids of its nearest groups.
+                let want = route::ROUTE_FACTOR * nprobe;
+                for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
+                    stats.centroids_scored += r.candidates(
+                        kern,
+                        q,
+                        want,
+                        sim,
+                        &mut s.groups,
+                        &mut s.dots,
+                        &mut s.order,
+                    ) as u64;
+                    keep_best(&mut s.order, nprobe);
                     s.probes
-                        .extend(s.order.iter().map(|&(_, li)| ((li as u64) << 32) | q));
+                        .extend(s.order.iter().map(|&(_, li)| ((li as u64) << 32) | qi as u64));
                 }
+            } else {
+                for (bi, sub) in s.qblock.chunks(ROUTE_BLOCK * dim).enumerate() {
+                    let mb = sub.len() / dim;
+                    s.dots.resize(mb * nlist, 0.0);
+                    self.centroid_dots(kern, sub, mb, &mut s.dots);
+                    for qi in 0..mb {
+                        let dots = &s.dots[qi * nlist..(qi + 1) * nlist];
+                        self.select_lists(dots, nprobe, &mut s.order);
+                        let q = (bi * ROUTE_BLOCK + qi) as u64;
+                        s.probes
+                            .extend(s.order.iter().map(|&(_, li)| ((li as u64) << 32) | q));
+                    }
+                }
+                stats.centroids_scored += (m * nlist) as u64;
             }
             // Visit lists in order; each list's queries follow one another.
             s.probes.sort_unstable();
@@ -887,12 +923,7 @@ impl IvfIndex {
                     .map(|(i, (&d, &c))| (c - 2.0 * d, i as u32)),
             );
         }
-        let by_score = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        if nprobe < order.len() {
-            order.select_nth_unstable_by(nprobe - 1, by_score);
-            order.truncate(nprobe);
-        }
-        order.sort_unstable_by(by_score);
+        keep_best(order, nprobe);
     }
 
     /// Inner products of m queries with every centroid (m x nlist): one matrix product for
@@ -954,6 +985,16 @@ impl<'a> QueryView<'a> {
             bias: bias.get(qi).copied().unwrap_or(0.0),
         }
     }
+}
+
+/// Keeps the `nprobe` best (score, list) pairs, best first; ties go to the smaller list.
+fn keep_best(order: &mut Vec<(f32, u32)>, nprobe: usize) {
+    let by_score = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+    if nprobe < order.len() {
+        order.select_nth_unstable_by(nprobe - 1, by_score);
+        order.truncate(nprobe);
+    }
+    order.sort_unstable_by(by_score);
 }
 
 /// Asks the cache for every line of `row` (a hint: no effect on results).

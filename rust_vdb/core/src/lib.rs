@@ -10,6 +10,7 @@ pub mod persist;
 pub mod pool;
 pub mod quant;
 pub mod rng;
+pub mod route;
 pub mod search_stats;
 pub mod topk;
 pub mod validate;

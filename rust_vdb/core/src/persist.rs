@@ -289,6 +289,7 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         centroids: Vec::new(),
         cnorms: Vec::new(),
         centroids_f16: Vec::new(),
+        routing: None,
         sq,
         lists,
         ntotal,

@@ -19,6 +19,9 @@ pub struct SearchStats {
     pub topk_s: f64,
     pub wall_s: f64,
     pub lists_probed: u64,
+    /// Centroids (and super-centroids) scored by routing: nlist per query when every centroid
+    /// is scored, fewer through two-level routing (`route.rs`).
+    pub centroids_scored: u64,
     pub codes_scanned: u64,
     pub candidates_reranked: u64,
 }
@@ -32,6 +35,7 @@ impl SearchStats {
         self.rerank_s += o.rerank_s;
         self.topk_s += o.topk_s;
         self.lists_probed += o.lists_probed;
+        self.centroids_scored += o.centroids_scored;
         self.codes_scanned += o.codes_scanned;
         self.candidates_reranked += o.candidates_reranked;
     }
@@ -47,6 +51,7 @@ impl SearchStats {
             ("topk_s", self.topk_s),
             ("wall_s", self.wall_s),
             ("lists_probed", self.lists_probed as f64),
+            ("centroids_scored", self.centroids_scored as f64),
             ("codes_scanned", self.codes_scanned as f64),
             ("candidates_reranked", self.candidates_reranked as f64),
         ]

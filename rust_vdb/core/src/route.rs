@@ -1,0 +1,205 @@
+//! Two-level routing: the coarse centroids grouped under about sqrt(nlist) super-centroids.
+//! A query scores the super-centroids, opens the nearest groups until they hold
+//! `ROUTE_FACTOR * nprobe` centroids, and picks its nprobe lists among those only.
+//!
+//! The lists it picks differ a little from scoring every centroid: those it misses lie beyond a
+//! group boundary, never the nearest. Recall@10 at equal nprobe (all 10k queries, rerank 0,
+//! benchmarks/results/perf.md): synth-sift-1m nprobe 46, 0.9295 (848 of 4000 centroids
+//! scored) vs 0.9311 (all); synth-sift-100k nprobe 23, 0.9534 (464 of 1265) vs 0.9559. One
+//! more list or two buys that back for far less than the centroids it does not score.
+
+use half::f16;
+
+use crate::error::never_interrupt;
+use crate::kernels::Kernels;
+use crate::kmeans::{self, KMeansParams};
+
+/// Indexes with fewer lists score every centroid: that costs little there, and the groups
+/// would be too few to skip much.
+pub const MIN_NLIST: usize = 512;
+/// Candidate centroids per probed list. Groups are opened best-first until they hold this
+/// many times nprobe centroids (recall lost at equal nprobe, 1M / 100k: 8 -> 0.0046 / 0.0074,
+/// 12 -> 0.0030 / 0.0044, 16 -> 0.0016 / 0.0025, 24 -> - / 0.0007). Searches where that
+/// is half of nlist or more score every centroid.
+pub const ROUTE_FACTOR: usize = 16;
+
+/// The grouped centroids (derived from the coarse centroids; rebuilt on load, never stored).
+#[derive(Clone, Debug)]
+pub struct SuperRouting {
+    dim: usize,
+    /// Super-centroids, groups x dim, and their squared norms.
+    sup: Vec<f32>,
+    sup_norms: Vec<f32>,
+    /// Group g holds the centroids members[starts[g]..starts[g + 1]].
+    starts: Vec<usize>,
+    members: Vec<u32>,
+    /// The centroids in group order (f16: the centroids are f16 values already) and norms.
+    cent_f16: Vec<f16>,
+    cnorms: Vec<f32>,
+}
+
+impl SuperRouting {
+    /// Groups `centroids` (nlist x dim, f16-exact values); None below MIN_NLIST lists.
+    pub fn build(centroids: &[f32], dim: usize, seed: u64) -> Option<SuperRouting> {
+        let nlist = centroids.len() / dim.max(1);
+        if nlist < MIN_NLIST {
+            return None;
+        }
+        let groups = ((nlist as f64).sqrt().round() as usize).max(2);
+        let mut p = KMeansParams::new(groups, seed ^ 0x5EED_2222);
+        p.niter = 20;
+        let km = kmeans::kmeans(centroids, dim, &p, &never_interrupt).ok()?;
+        let sup = km.centroids;
+        let sup_norms = kmeans::row_norms(&sup, dim);
+        let (mut of, mut sc) = (vec![0u32; nlist], vec![0f32; nlist]);
+        kmeans::assign(None, centroids, &sup, &sup_norms, dim, false, &mut of, &mut sc).ok()?;
+        // Counting sort of the centroids by group; within a group, by list number.
+        let mut starts = vec![0usize; groups + 1];
+        for &g in &of {
+            starts[g as usize + 1] += 1;
+        }
+        for g in 0..groups {
+            starts[g + 1] += starts[g];
+        }
+        let mut fill = starts.clone();
+        let mut members = vec![0u32; nlist];
+        for (li, &g) in of.iter().enumerate() {
+            members[fill[g as usize]] = li as u32;
+            fill[g as usize] += 1;
+        }
+        let mut cent_f16 = Vec::with_capacity(nlist * dim);
+        let mut cnorms = Vec::with_capacity(nlist);
+        for &li in &members {
+            let c = &centroids[li as usize * dim..(li as usize + 1) * dim];
+            cent_f16.extend(c.iter().map(|&v| f16::from_f32(v)));
+            cnorms.push(c.iter().map(|v| v * v).sum());
+        }
+        Some(SuperRouting {
+            dim,
+            sup,
+            sup_norms,
+            starts,
+            members,
+            cent_f16,
+            cnorms,
+        })
+    }
+
+    /// Whether a search probing `nprobe` of `nlist` lists should route through the groups.
+    pub fn applies(nprobe: usize, nlist: usize) -> bool {
+        ROUTE_FACTOR * nprobe < nlist / 2
+    }
+
+    /// Scores the candidate lists of query `q` into `order` as (score, list): the groups
+    /// nearest to `q` in L2, best first, until they hold `want` centroids. A list's score is
+    /// ||c||^2 - 2 <q, c> (l2), or -<q, c> with `sim` (cosine: unit queries and centroids).
+    /// Returns the number of centroids and super-centroids scored.
+    pub fn candidates(
+        &self,
+        kern: &Kernels,
+        q: &[f32],
+        want: usize,
+        sim: bool,
+        groups: &mut Vec<(f32, u32)>,
+        dots: &mut Vec<f32>,
+        order: &mut Vec<(f32, u32)>,
+    ) -> usize {
+        let dim = self.dim;
+        let ng = self.sup_norms.len();
+        dots.resize(ng, 0.0);
+        (kern.dot_f32_batch)(q, &self.sup, &mut dots[..ng]);
+        groups.clear();
+        groups.extend(
+            dots.iter()
+                .zip(&self.sup_norms)
+                .enumerate()
+                .map(|(g, (&d, &n))| (n - 2.0 * d, g as u32)),
+        );
+        groups.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        order.clear();
+        let mut scored = ng;
+        for &(_, g) in groups.iter() {
+            let (a, b) = (self.starts[g as usize], self.starts[g as usize + 1]);
+            if a == b {
+                continue;
+            }
+            let n = b - a;
+            dots.resize(n.max(dots.len()), 0.0);
+            (kern.dot_f32_f16_batch)(q, &self.cent_f16[a * dim..b * dim], &mut dots[..n]);
+            let members = &self.members[a..b];
+            if sim {
+                order.extend(dots[..n].iter().zip(members).map(|(&d, &li)| (-d, li)));
+            } else {
+                order.extend(
+                    dots[..n]
+                        .iter()
+                        .zip(&self.cnorms[a..b])
+                        .zip(members)
+                        .map(|((&d, &c), &li)| (c - 2.0 * d, li)),
+                );
+            }
+            scored += n;
+            if order.len() >= want {
+                break;
+            }
+        }
+        scored
+    }
+
+    /// Memory of the grouped copy.
+    pub fn bytes(&self) -> usize {
+        (self.sup.len() + self.sup_norms.len() + self.cnorms.len()) * 4
+            + self.cent_f16.len() * 2
+            + self.members.len() * 4
+            + self.starts.len() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::kernels;
+    use crate::rng::Rng;
+
+    fn centroids(n: usize, dim: usize) -> Vec<f32> {
+        let mut rng = Rng::new(9);
+        (0..n * dim)
+            .map(|_| f16::from_f32(rng.next_f64() as f32 * 10.0).to_f32())
+            .collect()
+    }
+
+    #[test]
+    fn small_indexes_route_flat_and_large_searches_too() {
+        assert!(SuperRouting::build(&centroids(MIN_NLIST - 1, 8), 8, 0).is_none());
+        assert!(SuperRouting::applies(10, 4000));
+        assert!(!SuperRouting::applies(200, 4000));
+    }
+
+    #[test]
+    fn every_list_is_in_one_group_and_enough_candidates_are_scored() {
+        let (n, dim) = (900, 8);
+        let c = centroids(n, dim);
+        let r = SuperRouting::build(&c, dim, 1).unwrap();
+        assert_eq!(r.sup_norms.len(), 30);
+        let mut seen = r.members.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..n as u32).collect::<Vec<_>>());
+        let kern = kernels();
+        let (mut g, mut d, mut order) = (vec![], vec![], vec![]);
+        for want in [1, 50, 300, n] {
+            let scored = r.candidates(kern, &c[..dim], want, false, &mut g, &mut d, &mut order);
+            assert!(order.len() >= want.min(n), "{} < {want}", order.len());
+            assert_eq!(scored, order.len() + 30);
+            // Each candidate's score is its flat routing score (||c||^2 - 2 <q, c>).
+            for &(s, li) in &order {
+                let row = &c[li as usize * dim..(li as usize + 1) * dim];
+                let flat: f32 = row.iter().map(|v| v * v).sum::<f32>()
+                    - 2.0 * row.iter().zip(&c[..dim]).map(|(a, b)| a * b).sum::<f32>();
+                assert!((s - flat).abs() <= 1e-3 * flat.abs().max(1.0), "{s} vs {flat}");
+            }
+        }
+        // The query's own centroid (list 0) is found by its nearest group.
+        r.candidates(kern, &c[..dim], 1, false, &mut g, &mut d, &mut order);
+        assert!(order.iter().any(|&(_, li)| li == 0));
+    }
+}
