@@ -5,7 +5,8 @@
 //! Usage: cargo bench -p vdb-core --bench stream_scan [-- MIB]
 //! Variants, by environment: HUGE=1 backs the codes with transparent huge pages (madvise);
 //! PF_KIB=N prefetches the first N KiB of the next list before each list; INTER=1 prefetches
-//! the next list 16 rows at a time, interleaved with the current list's blocks.
+//! the next list 16 rows at a time, interleaved with the current list's blocks; WAYS=N scans N
+//! lists together, 16 rows of each in turn (more streams in flight on one core).
 use std::time::Instant;
 use vdb_core::kernels::kernels;
 
@@ -75,6 +76,29 @@ fn main() {
                 }
             }
             let r = l * LIST;
+            if let Some(ways) = std::env::var("WAYS")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+            {
+                // Interleave WAYS lists 16 rows at a time: lists i, i+1, .. scanned together.
+                if i % ways != 0 {
+                    continue;
+                }
+                let group: Vec<usize> = order[i..(i + ways).min(order.len())].to_vec();
+                for c in 0..LIST / 16 {
+                    for &g in &group {
+                        let rr = g * LIST + c * 16;
+                        (k.l2_u8_batch_pre)(
+                            &q,
+                            &codes[rr * DIM..(rr + 16) * DIM],
+                            &terms[rr..rr + 16],
+                            &mut out[c * 16..c * 16 + 16],
+                        );
+                    }
+                }
+                n += LIST * group.len();
+                continue;
+            }
             if std::env::var("INTER").is_ok() {
                 let next = order.get(i + 1).copied().unwrap_or(l);
                 for c in 0..LIST / 16 {

@@ -666,18 +666,15 @@ impl IvfIndex {
                 // Query by query: each scores only the centroids of its nearest groups.
                 let want = route::ROUTE_FACTOR * nprobe;
                 for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
-                    stats.centroids_scored += r.candidates(
-                        kern,
-                        q,
-                        want,
-                        sim,
-                        &mut s.groups,
-                        &mut s.dots,
-                        &mut s.order,
-                    ) as u64;
+                    stats.centroids_scored +=
+                        r.candidates(kern, q, want, sim, &mut s.groups, &mut s.dots, &mut s.order)
+                            as u64;
                     keep_best(&mut s.order, nprobe);
-                    s.probes
-                        .extend(s.order.iter().map(|&(_, li)| ((li as u64) << 32) | qi as u64));
+                    s.probes.extend(
+                        s.order
+                            .iter()
+                            .map(|&(_, li)| ((li as u64) << 32) | qi as u64),
+                    );
                 }
             } else {
                 for (bi, sub) in s.qblock.chunks(ROUTE_BLOCK * dim).enumerate() {

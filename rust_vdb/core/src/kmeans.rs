@@ -9,9 +9,11 @@ use crate::pool;
 use crate::rng::Rng;
 
 /// Points per assignment task: fixed, so the work split never depends on the thread count.
-const CHUNK: usize = 256;
+/// Each task's matrix product packs every centroid once: 1024 points amortise that 4x better
+/// than 256 did (packing was 8% of training at 100k).
+const CHUNK: usize = 1024;
 /// Points assigned between two interrupt checks in a k-means iteration (a multiple of CHUNK).
-const INTERRUPT_POINTS: usize = 64 * CHUNK;
+const INTERRUPT_POINTS: usize = 16 * CHUNK;
 
 /// How centroids are fitted.
 #[derive(Clone, Debug)]
@@ -88,6 +90,7 @@ pub fn assign(
     debug_assert_eq!(centroids.len(), k * dim);
     if threads == Some(1) || points.len() <= CHUNK * dim {
         // One chunk at a time on the calling thread: same chunks, same results.
+        let mut buf = Vec::new();
         for ((pts, asg), sc) in points
             .chunks(CHUNK * dim)
             .zip(out_assign.chunks_mut(CHUNK))
@@ -101,7 +104,7 @@ pub fn assign(
                 inner_product,
                 asg,
                 sc,
-                &mut Vec::new(),
+                &mut buf,
             );
         }
         return Ok(());
@@ -131,10 +134,12 @@ fn assign_chunk(
 ) {
     let k = c_norms.len();
     let m = pts.len() / dim;
-    buf.clear();
-    buf.resize(m * k, 0.0);
+    let kern = crate::kernels::kernels();
+    if buf.len() < m * k {
+        buf.resize(m * k, 0.0); // every element is overwritten by the product (beta = 0)
+    }
     // SAFETY: pts is m x dim row-major, centroids k x dim row-major read as its
-    // transpose (dim x k), buf is m x k row-major; all lengths were checked above.
+    // transpose (dim x k), buf holds at least m x k row-major; all lengths were checked above.
     unsafe {
         matrixmultiply::sgemm(
             m,
@@ -155,24 +160,12 @@ fn assign_chunk(
     }
     for i in 0..m {
         let row = &buf[i * k..(i + 1) * k];
-        let x_norm: f32 = pts[i * dim..(i + 1) * dim].iter().map(|v| v * v).sum();
-        let mut best = 0usize;
-        let mut best_s = f32::INFINITY;
-        for (j, &dot) in row.iter().enumerate() {
-            let s = if inner_product {
-                -dot
-            } else {
-                c_norms[j] - 2.0 * dot
-            };
-            if s < best_s {
-                best_s = s;
-                best = j;
-            }
-        }
-        asg[i] = best as u32;
+        let (best, best_s) = (kern.argmin_score)(row, c_norms, inner_product);
+        asg[i] = best;
         sc[i] = if inner_product {
             best_s
         } else {
+            let x_norm: f32 = pts[i * dim..(i + 1) * dim].iter().map(|v| v * v).sum();
             (best_s + x_norm).max(0.0)
         };
     }

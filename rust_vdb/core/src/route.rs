@@ -52,7 +52,10 @@ impl SuperRouting {
         let sup = km.centroids;
         let sup_norms = kmeans::row_norms(&sup, dim);
         let (mut of, mut sc) = (vec![0u32; nlist], vec![0f32; nlist]);
-        kmeans::assign(None, centroids, &sup, &sup_norms, dim, false, &mut of, &mut sc).ok()?;
+        kmeans::assign(
+            None, centroids, &sup, &sup_norms, dim, false, &mut of, &mut sc,
+        )
+        .ok()?;
         // Counting sort of the centroids by group; within a group, by list number.
         let mut starts = vec![0usize; groups + 1];
         for &g in &of {
@@ -195,7 +198,10 @@ mod tests {
                 let row = &c[li as usize * dim..(li as usize + 1) * dim];
                 let flat: f32 = row.iter().map(|v| v * v).sum::<f32>()
                     - 2.0 * row.iter().zip(&c[..dim]).map(|(a, b)| a * b).sum::<f32>();
-                assert!((s - flat).abs() <= 1e-3 * flat.abs().max(1.0), "{s} vs {flat}");
+                assert!(
+                    (s - flat).abs() <= 1e-3 * flat.abs().max(1.0),
+                    "{s} vs {flat}"
+                );
             }
         }
         // The query's own centroid (list 0) is found by its nearest group.

@@ -613,3 +613,42 @@ fn env_cap_is_read_at_first_use() {
         "{err}"
     );
 }
+
+#[test]
+fn argmin_score_equals_the_scalar_answer_exactly_with_ties_and_infinities() {
+    let mut rng = Rng(21);
+    for k in simd_tables() {
+        for n in [1usize, 5, 15, 16, 17, 31, 32, 100, 1265] {
+            for trial in 0..20 {
+                // Few distinct values (many ties, which go to the first position) or SIFT-like ones.
+                let dots: Vec<f32> = if trial % 2 == 0 {
+                    (0..n).map(|_| (rng.next() % 4) as f32 - 1.5).collect()
+                } else {
+                    rng.f32s(n)
+                };
+                let mut norms: Vec<f32> = (0..n).map(|_| (rng.next() % 3) as f32).collect();
+                if trial == 0 {
+                    norms.iter_mut().for_each(|v| *v = f32::INFINITY);
+                }
+                for ip in [false, true] {
+                    let want = (SCALAR.argmin_score)(&dots, &norms, ip);
+                    let got = (k.argmin_score)(&dots, &norms, ip);
+                    assert_eq!(got.0, want.0, "{} n={n} ip={ip}", k.name);
+                    assert_eq!(
+                        got.1.to_bits(),
+                        want.1.to_bits(),
+                        "{} n={n} ip={ip}",
+                        k.name
+                    );
+                }
+            }
+        }
+    }
+    // The scalar twin is a plain first-minimum scan.
+    let d = [1.0f32, 3.0, 3.0, -2.0];
+    assert_eq!((SCALAR.argmin_score)(&d, &[0.0; 4], true), (1, -3.0));
+    assert_eq!(
+        (SCALAR.argmin_score)(&d, &[5.0, 5.0, 6.0, 0.0], false),
+        (1, -1.0)
+    );
+}

@@ -35,7 +35,23 @@ pub static AVX2: Kernels = Kernels {
     u8_row_term: super::scalar::u8_row_term,
     l2_u8_batch_pre,
     dot_i8_u8_batch,
+    argmin_score,
 };
+
+/// `scalar::argmin_body` compiled for AVX2 (eight-lane compares and blends).
+#[target_feature(enable = "avx2,fma")]
+unsafe fn argmin_score_impl(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
+    if ip {
+        scalar::argmin_body::<true>(dots, norms)
+    } else {
+        scalar::argmin_body::<false>(dots, norms)
+    }
+}
+
+fn argmin_score(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
+    // SAFETY: this table is only handed out when the CPU has AVX2 and FMA (kernels_for).
+    unsafe { argmin_score_impl(dots, norms, ip) }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Loads of 8 lanes as f32, for each stored element type.

@@ -36,6 +36,7 @@ pub static AVX512: Kernels = Kernels {
     // AVX-512 implies AVX2 here (kernels::detect), and without VNNI the 256-bit form is as
     // fast on double-pumped cores.
     dot_i8_u8_batch: super::avx2::dot_i8_u8_batch,
+    argmin_score,
 };
 
 pub static AVX512_VNNI: Kernels = Kernels {
@@ -528,6 +529,21 @@ l2_u8_kernels!(
 // ---------------------------------------------------------------------------------------------
 // Integer dot products with VNNI: per 64 dims one vpdpbusd (row bytes unsigned, query bytes
 // signed, four products summed into each i32 lane). `dots_vnni` serves both
+/// `scalar::argmin_body` compiled for AVX-512 (one 16-lane compare and two blends a step).
+#[target_feature(enable = "avx512f")]
+unsafe fn argmin_score_impl(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
+    if ip {
+        super::scalar::argmin_body::<true>(dots, norms)
+    } else {
+        super::scalar::argmin_body::<false>(dots, norms)
+    }
+}
+
+fn argmin_score(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
+    // SAFETY: this table is only handed out when the CPU has AVX-512F (kernels_for).
+    unsafe { argmin_score_impl(dots, norms, ip) }
+}
+
 // `dot_i8_u8_batch` (query already i8) and `l2_u8_batch_pre` (u8 query shifted to i8:
 // q - 128 == q ^ 0x80, see `Kernels::l2_u8_batch_pre`).
 

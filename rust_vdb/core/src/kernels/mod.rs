@@ -113,6 +113,9 @@ pub struct Kernels {
     /// query quantized to i8 scores about 3.6x faster than `dot_f32_u8_batch` (the
     /// quantization of the query is the caller's choice and accuracy).
     pub dot_i8_u8_batch: fn(&[i8], &[u8], &mut [i32]),
+    /// Nearest centroid from its inner products: `(j, score)` of the first smallest score,
+    /// -dots[j] (`ip`) or norms[j] - 2 dots[j]. Exact: every level returns the scalar answer.
+    pub argmin_score: fn(&[f32], &[f32], bool) -> (u32, f32),
 }
 
 pub static SCALAR: Kernels = Kernels {
@@ -135,6 +138,7 @@ pub static SCALAR: Kernels = Kernels {
     u8_row_term: scalar::u8_row_term,
     l2_u8_batch_pre: scalar::l2_u8_batch_pre,
     dot_i8_u8_batch: scalar::dot_i8_u8_batch,
+    argmin_score: scalar::argmin_score,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -138,3 +138,61 @@ pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
         *d = s.to_f32();
     }
 }
+
+/// The first smallest routing score over `dots` (inner products with the centroids) and its
+/// position: score = -dot (`ip`) or norms[j] - 2 dot (l2). Same answer as a plain scan with
+/// `<` (ties to the first; 0 when no score is below +inf).
+pub fn argmin_score(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
+    if ip {
+        argmin_body::<true>(dots, norms)
+    } else {
+        argmin_body::<false>(dots, norms)
+    }
+}
+
+/// `argmin_score` in 16 independent lanes: branch-free, so the compiler vectorises it at
+/// whatever level the calling function was compiled for (the SIMD tables wrap it in their
+/// `target_feature`s; the branchy scan was 20% of k-means training at 100k).
+#[inline(always)]
+pub(crate) fn argmin_body<const IP: bool>(dots: &[f32], norms: &[f32]) -> (u32, f32) {
+    const LANES: usize = 16;
+    debug_assert_eq!(dots.len(), norms.len());
+    let score = |d: f32, c: f32| if IP { -d } else { c - 2.0 * d };
+    let mut bv = [f32::INFINITY; LANES];
+    let mut bi = [u32::MAX; LANES];
+    let full = dots.len().min(norms.len()) / LANES * LANES;
+    for (ci, (d, c)) in dots[..full]
+        .chunks_exact(LANES)
+        .zip(norms[..full].chunks_exact(LANES))
+        .enumerate()
+    {
+        for l in 0..LANES {
+            let s = score(d[l], c[l]);
+            let better = s < bv[l];
+            bv[l] = if better { s } else { bv[l] };
+            bi[l] = if better {
+                (ci * LANES + l) as u32
+            } else {
+                bi[l]
+            };
+        }
+    }
+    let (mut best, mut best_s) = (u32::MAX, f32::INFINITY);
+    for l in 0..LANES {
+        if bv[l] < best_s || (bv[l] == best_s && bi[l] < best) {
+            best_s = bv[l];
+            best = bi[l];
+        }
+    }
+    for (j, (&d, &c)) in dots.iter().zip(norms).enumerate().skip(full) {
+        let s = score(d, c);
+        if s < best_s {
+            best_s = s;
+            best = j as u32;
+        }
+    }
+    if best == u32::MAX {
+        best = 0;
+    }
+    (best, best_s)
+}
