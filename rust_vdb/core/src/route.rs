@@ -97,6 +97,7 @@ impl SuperRouting {
     /// nearest to `q` in L2, best first, until they hold `want` centroids. A list's score is
     /// ||c||^2 - 2 <q, c> (l2), or -<q, c> with `sim` (cosine: unit queries and centroids).
     /// Returns the number of centroids and super-centroids scored.
+    #[allow(clippy::too_many_arguments)]
     pub fn candidates(
         &self,
         kern: &Kernels,

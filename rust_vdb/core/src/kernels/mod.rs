@@ -77,6 +77,9 @@ impl std::fmt::Display for SimdLevel {
 /// `l2_u8_batch_pre(q, rows, row_terms, out)`.
 pub type L2U8BatchPre = fn(&[u8], &[u8], &[i32], &mut [u32]);
 
+/// `argmin_score(dots, norms, ip) -> (position, score)`.
+pub type ArgminScore = fn(&[f32], &[f32], bool) -> (u32, f32);
+
 /// The kernels of one SIMD level.
 pub struct Kernels {
     pub level: SimdLevel,
@@ -115,7 +118,7 @@ pub struct Kernels {
     pub dot_i8_u8_batch: fn(&[i8], &[u8], &mut [i32]),
     /// Nearest centroid from its inner products: `(j, score)` of the first smallest score,
     /// -dots[j] (`ip`) or norms[j] - 2 dots[j]. Exact: every level returns the scalar answer.
-    pub argmin_score: fn(&[f32], &[f32], bool) -> (u32, f32),
+    pub argmin_score: ArgminScore,
 }
 
 pub static SCALAR: Kernels = Kernels {
