@@ -664,7 +664,7 @@ impl IvfIndex {
                 .filter(|_| SuperRouting::applies(nprobe, nlist));
             if let Some(r) = two_level {
                 // Query by query: each scores only the centroids of its nearest groups.
-                let want = route::ROUTE_FACTOR * nprobe;
+                let want = SuperRouting::want(nprobe, nlist);
                 for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
                     stats.centroids_scored +=
                         r.candidates(kern, q, want, sim, &mut s.groups, &mut s.dots, &mut s.order)
@@ -985,7 +985,7 @@ impl<'a> QueryView<'a> {
 }
 
 /// Keeps the `nprobe` best (score, list) pairs, best first; ties go to the smaller list.
-fn keep_best(order: &mut Vec<(f32, u32)>, nprobe: usize) {
+pub(crate) fn keep_best(order: &mut Vec<(f32, u32)>, nprobe: usize) {
     let by_score = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
     if nprobe < order.len() {
         order.select_nth_unstable_by(nprobe - 1, by_score);

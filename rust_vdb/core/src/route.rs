@@ -1,12 +1,17 @@
 //! Two-level routing: the coarse centroids grouped under about sqrt(nlist) super-centroids.
 //! A query scores the super-centroids, opens the nearest groups until they hold
-//! `ROUTE_FACTOR * nprobe` centroids, and picks its nprobe lists among those only.
+//! `ROUTE_FACTOR * max(nprobe, default nprobe)` centroids, and picks its nprobe lists among
+//! those only.
 //!
 //! The lists it picks differ a little from scoring every centroid: those it misses lie beyond a
-//! group boundary, never the nearest. Recall@10 at equal nprobe (all 10k queries, rerank 0,
-//! benchmarks/results/perf.md): synth-sift-1m nprobe 46, 0.9295 (848 of 4000 centroids
-//! scored) vs 0.9311 (all); synth-sift-100k nprobe 23, 0.9534 (464 of 1265) vs 0.9559. One
-//! more list or two buys that back for far less than the centroids it does not score.
+//! group boundary, never the nearest. Recall@10 at equal nprobe against scoring every centroid
+//! (same index file, benchmarks/results/perf.md), with the floor of 16 x the default nprobe:
+//! synth-sift-1m nprobe 16/32/42/46/64: 0.8422/0.9184/0.9357/0.9413/0.9558 vs
+//! 0.8418/0.9165/0.9346/0.9399/0.9551; synth-sift-100k nprobe 8-32: within +-0.0015;
+//! synth-float-1m (rerank 40) nprobe 4/8/16/22/32: 0.9031/0.9513/0.9798/0.9850/0.9898 vs
+//! 0.9043/0.9526/0.9818/0.9871/0.9922. Without the floor (16 x nprobe alone) real-valued data
+//! lost up to 0.09 at nprobe 8 (synth-float-100k: 0.8903 vs 0.9474): its queries' nearest
+//! lists often sit outside the nearest group, which base vectors used as queries show too.
 
 use half::f16;
 
@@ -18,9 +23,9 @@ use crate::kmeans::{self, KMeansParams};
 /// would be too few to skip much.
 pub const MIN_NLIST: usize = 512;
 /// Candidate centroids per probed list. Groups are opened best-first until they hold this
-/// many times nprobe centroids (recall lost at equal nprobe, 1M / 100k: 8 -> 0.0046 / 0.0074,
-/// 12 -> 0.0030 / 0.0044, 16 -> 0.0016 / 0.0025, 24 -> - / 0.0007). Searches where that
-/// is half of nlist or more score every centroid.
+/// many times max(nprobe, default nprobe) centroids (without the floor, recall lost at equal
+/// nprobe on SIFT-like data, 1M / 100k: 8 -> 0.0046 / 0.0074, 12 -> 0.0030 / 0.0044,
+/// 16 -> 0.0016 / 0.0025). Searches where that is half of nlist or more score every centroid.
 pub const ROUTE_FACTOR: usize = 16;
 
 /// The grouped centroids (derived from the coarse centroids; rebuilt on load, never stored).
@@ -90,7 +95,14 @@ impl SuperRouting {
 
     /// Whether a search probing `nprobe` of `nlist` lists should route through the groups.
     pub fn applies(nprobe: usize, nlist: usize) -> bool {
-        ROUTE_FACTOR * nprobe < nlist / 2
+        Self::want(nprobe, nlist) < nlist / 2
+    }
+
+    /// Candidate centroids for a search probing `nprobe` of `nlist` lists: ROUTE_FACTOR times
+    /// nprobe, and never fewer than for the default nprobe (a small nprobe must still find its
+    /// nearest lists, which can sit in the third or fourth group: see the module notes).
+    pub fn want(nprobe: usize, nlist: usize) -> usize {
+        ROUTE_FACTOR * nprobe.max(crate::ivf::default_nprobe(nlist))
     }
 
     /// Scores the candidate lists of query `q` into `order` as (score, list): the groups
@@ -175,8 +187,13 @@ mod tests {
     #[test]
     fn small_indexes_route_flat_and_large_searches_too() {
         assert!(SuperRouting::build(&centroids(MIN_NLIST - 1, 8), 8, 0).is_none());
+        // 4000 lists: default nprobe 64, so 16 x 64 = 1024 candidates up to nprobe 64.
+        assert_eq!(SuperRouting::want(10, 4000), 1024);
+        assert_eq!(SuperRouting::want(100, 4000), 1600);
         assert!(SuperRouting::applies(10, 4000));
         assert!(!SuperRouting::applies(200, 4000));
+        // 600 lists: default nprobe 32, 512 candidates of 600: every centroid is scored.
+        assert!(!SuperRouting::applies(1, 600));
     }
 
     #[test]
@@ -208,5 +225,80 @@ mod tests {
         // The query's own centroid (list 0) is found by its nearest group.
         r.candidates(kern, &c[..dim], 1, false, &mut g, &mut d, &mut order);
         assert!(order.iter().any(|&(_, li)| li == 0));
+    }
+}
+
+#[cfg(test)]
+mod recall_tests {
+    use super::*;
+    use crate::kernels::kernels;
+    use crate::kmeans::{kmeans, row_norms};
+    use crate::rng::Rng;
+
+    /// Flat routing's nprobe best lists for q: (score, list), best first.
+    fn flat(c: &[f32], norms: &[f32], q: &[f32], nprobe: usize) -> Vec<u32> {
+        let dim = q.len();
+        let mut all: Vec<(f32, u32)> = c
+            .chunks_exact(dim)
+            .zip(norms)
+            .enumerate()
+            .map(|(i, (row, n))| {
+                (
+                    n - 2.0 * row.iter().zip(q).map(|(a, b)| a * b).sum::<f32>(),
+                    i as u32,
+                )
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        all.iter().take(nprobe).map(|x| x.1).collect()
+    }
+
+    #[test]
+    fn a_small_nprobe_still_finds_the_nearest_lists() {
+        // Diffuse real-valued data, where a query's nearest centroid is often outside its
+        // nearest group: with 16 x nprobe candidates alone nprobe=1 found it for ~75% of the
+        // queries of synth-float; the floor of 16 x the default nprobe must find nearly all.
+        let (n, dim, nlist) = (12_000, 8, 1100);
+        let mut rng = Rng::new(5);
+        let x: Vec<f32> = (0..n * dim).map(|_| rng.next_f64() as f32 * 10.0).collect();
+        let mut p = KMeansParams::new(nlist, 1);
+        p.niter = 4;
+        let c: Vec<f32> = kmeans(&x, dim, &p, &never_interrupt)
+            .unwrap()
+            .centroids
+            .iter()
+            .map(|&v| f16::from_f32(v).to_f32())
+            .collect();
+        let norms = row_norms(&c, dim);
+        let r = SuperRouting::build(&c, dim, 0).unwrap();
+        let kern = kernels();
+        let (mut g, mut d, mut order) = (vec![], vec![], vec![]);
+        for nprobe in [1usize, 4, 16] {
+            assert!(SuperRouting::applies(nprobe, nlist));
+            let (mut found, mut total) = (0, 0);
+            for q in x.chunks_exact(dim).step_by(37).take(200) {
+                r.candidates(
+                    kern,
+                    q,
+                    SuperRouting::want(nprobe, nlist),
+                    false,
+                    &mut g,
+                    &mut d,
+                    &mut order,
+                );
+                crate::ivf::keep_best(&mut order, nprobe);
+                let want = flat(&c, &norms, q, nprobe);
+                found += want
+                    .iter()
+                    .filter(|li| order.iter().any(|o| o.1 == **li))
+                    .count();
+                total += nprobe;
+            }
+            let share = found as f64 / total as f64;
+            assert!(
+                share >= 0.97,
+                "nprobe {nprobe}: two-level routing found {share:.3} of the nearest lists"
+            );
+        }
     }
 }
