@@ -15,7 +15,7 @@ use crate::kmeans::{self, KMeansParams};
 use crate::metric::{normalize_rows, Metric};
 use crate::pool;
 use crate::quant::Sq8;
-use crate::route::{self, SuperRouting};
+use crate::route::SuperRouting;
 use crate::search_stats::SearchStats;
 use crate::topk::{Hit, Reservoir, TopK};
 use crate::validate;
