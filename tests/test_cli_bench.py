@@ -51,6 +51,17 @@ def test_run_with_a_peer_writes_results_plot_and_ratio_table(tmp_path, capsys):
     assert "faiss-ivf-flat" in printed and "1.00x" in printed
 
 
+def test_our_index_reports_bytes_per_vector_and_its_share_of_the_measured_bandwidth(tmp_path):
+    out = tmp_path / "bw"
+    assert run("--index", "ivf", "--threads", "1", "--rerank", "0,40", "--out", str(out)) == 0
+    r = json.loads((out / "ivf.json").read_text())
+    assert r["machine"]["read_gbps_1t"] > 0.1
+    table = (out / "table.md").read_text()
+    assert "Memory and bandwidth" in table and f"{r['machine']['read_gbps_1t']:.1f} GB/s" in table
+    rows = [line for line in table.splitlines() if line.startswith("| ivf | ") and "of 1 core" in line]
+    assert {line.split(" | ")[1] for line in rows} == {"batch @ 1t", "single @ 1t"}
+
+
 def test_missed_target_still_writes_files_and_exits_1(tmp_path, capsys):
     out = tmp_path / "miss"
     rc = run("--index", "faiss-ivf-flat", "--nprobe", "1", "--mode", "batch", "--threads", "1", "--out", str(out))

@@ -236,7 +236,7 @@ def cmd_run(args) -> int:
             raise UsageError(f"{n}: {exc}") from None
 
     from vdbbench.bench.plot import plot_results
-    from vdbbench.bench.report import RichReporter, headline_markdown, headline_table
+    from vdbbench.bench.report import RichReporter, bandwidth_markdown, headline_markdown, headline_table
     from vdbbench.bench.runner import run_index
 
     console.print(
@@ -263,10 +263,13 @@ def cmd_run(args) -> int:
                 results.write_json(out / f"{r['index']['name']}.json", r)
 
     plot_results(runs, out / "pareto.png", config.target)
-    (out / "table.md").write_text(headline_markdown(runs, args.index, config.target))
+    (out / "table.md").write_text(headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs))
     wide = Console(width=None if sys.stdout.isatty() else 160)  # piped: do not squeeze to 80 columns
     wide.print(headline_table(runs, args.index, config.target,
                                    title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))
+    bw = bandwidth_markdown(runs)
+    if bw:
+        console.print(bw, markup=False, highlight=False)
     if len(runs) > 1:
         console.print("ratios: from an interleaved re-timing of the headline points (qps_paired), "
                       "so both sides of each ratio saw the same machine load")

@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from vdbbench.bench.bandwidth import bound_share
+
 from vdbbench.bench.results import headline_entry
 
 
@@ -133,3 +135,36 @@ class RichReporter:
     def done(self, index: str, text: str) -> None:
         self.progress.update(self._task(index), description=text)
         self.progress.stop_task(self._task(index))
+
+
+def _bytes_per_query(run: dict, params: dict) -> float | None:
+    """Bytes one query reads at `params`, from a batch point's engine counters (bytes_scanned / nq)."""
+    for p in run["points"]:
+        st = p.get("stages") or {}
+        if p["params"] == params and st.get("bytes_scanned") and st.get("nq"):
+            return st["bytes_scanned"] / st["nq"]
+    return None
+
+
+def bandwidth_markdown(runs: list[dict]) -> str:
+    """Bytes per stored vector, and each headline point's read rate against the one-core read
+    bandwidth measured in the same run (indexes whose engine counts the bytes it reads)."""
+    lines = []
+    for r in runs:
+        gbps = r["machine"].get("read_gbps_1t")
+        n = r["dataset"]["n"]
+        for h in r["headline"]:
+            bpq = _bytes_per_query(r, h["params"]) if h["qps"] else None
+            if bpq is None or not gbps:
+                continue
+            qps = h.get("qps_paired") or h["qps"]
+            rate, share = bound_share(bpq, qps, h["threads"], gbps)
+            if not lines:
+                lines += ["", f"Memory and bandwidth (one-core read bandwidth measured in this run: {gbps:.1f} GB/s; "
+                          "a share above 1 means the bytes came from the caches):", "",
+                          "| index | mode | bytes/vector stored | bytes read/query | GB/s read | share of bandwidth |",
+                          "|---|---|---|---|---|---|"]
+            per_vec = f"{r['build']['bytes'] / n:,.0f}" if r["build"].get("bytes") else "-"
+            lines.append(f"| {r['index']['name']} | {h['mode']} @ {h['threads']}t | {per_vec} | {bpq:,.0f} | "
+                         f"{rate:.1f} | {share:.2f} of {h['threads']} core{'s' if h['threads'] > 1 else ''} |")
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from vdbbench.bench import cache, results
+from vdbbench.bench.bandwidth import read_gbps_once
 from vdbbench.bench.adapters import Adapter, BuildInfo, RunOptions
 from vdbbench.bench.metrics import id_recall, knn_recall
 from vdbbench.bench.sweep import adaptive_values
@@ -234,7 +235,8 @@ def run_index(
             "nq_total": int(dataset.extra.get("queries_total", dataset.nq)),
         },
         "index": {"name": adapter.name, "params": adapter.build_params()},
-        "machine": results.machine_info(_simd(adapter), adapter.versions()),
+        "machine": {**results.machine_info(_simd(adapter), adapter.versions()),
+                    "read_gbps_1t": round(read_gbps_once(), 2)},
         "build": {"train_s": build.train_s, "add_s": build.add_s, "bytes": build.bytes, "cached": build.cached},
         "run": {
             "k": k,

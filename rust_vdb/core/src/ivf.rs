@@ -666,9 +666,12 @@ impl IvfIndex {
                 // Query by query: each scores only the centroids of its nearest groups.
                 let want = SuperRouting::want(nprobe, nlist);
                 for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
-                    stats.centroids_scored +=
-                        r.candidates(kern, q, want, sim, &mut s.groups, &mut s.dots, &mut s.order)
-                            as u64;
+                    let scored =
+                        r.candidates(kern, q, want, sim, &mut s.groups, &mut s.dots, &mut s.order);
+                    stats.centroids_scored += scored as u64;
+                    // f32 super-centroids, then the f16 centroids of the opened groups
+                    let groups = r.groups();
+                    stats.bytes_scanned += (groups * 4 * dim + (scored - groups) * 2 * dim) as u64;
                     keep_best(&mut s.order, nprobe);
                     s.probes.extend(
                         s.order
@@ -690,6 +693,12 @@ impl IvfIndex {
                     }
                 }
                 stats.centroids_scored += (m * nlist) as u64;
+                // One f32 copy per matrix-product sub-block, or the f16 copy per query.
+                stats.bytes_scanned += if m >= ROUTE_GEMM_MIN {
+                    m.div_ceil(ROUTE_BLOCK) * nlist * 4 * dim
+                } else {
+                    m * nlist * 2 * dim
+                } as u64;
             }
             // Visit lists in order; each list's queries follow one another.
             s.probes.sort_unstable();
@@ -749,6 +758,13 @@ impl IvfIndex {
                 .map(|&v| self.lists[(v >> 32) as usize].len())
                 .sum();
             stats.codes_scanned += planned as u64;
+            let row_bytes = match (self.storage, sim) {
+                (Storage::U8F16, false) => dim + 4, // code + its l2 term
+                (Storage::U8F16, true) => dim,
+                (Storage::F16, _) => 2 * dim,
+                (Storage::F32, _) => 4 * dim,
+            };
+            stats.bytes_scanned += (planned * row_bytes) as u64;
             let mut parts: Option<Vec<Vec<Hit<u64>>>> = None;
             if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 {
                 // One query, several threads: each scans a share of its lists into a heap of
@@ -823,6 +839,7 @@ impl IvfIndex {
                         s.best.push(sc, h.id, ());
                     }
                     stats.candidates_reranked += s.cand_sorted.len() as u64;
+                    stats.bytes_scanned += (s.cand_sorted.len() * 2 * dim) as u64;
                 } else {
                     for h in &s.cand_sorted {
                         s.best.push(h.score * scale, h.id, ());

@@ -162,6 +162,11 @@ impl SuperRouting {
         scored
     }
 
+    /// The number of groups (super-centroids).
+    pub fn groups(&self) -> usize {
+        self.sup_norms.len()
+    }
+
     /// Memory of the grouped copy.
     pub fn bytes(&self) -> usize {
         (self.sup.len() + self.sup_norms.len() + self.cnorms.len()) * 4

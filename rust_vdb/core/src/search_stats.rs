@@ -24,6 +24,10 @@ pub struct SearchStats {
     pub centroids_scored: u64,
     pub codes_scanned: u64,
     pub candidates_reranked: u64,
+    /// Bytes the search read: centroids for routing (f32 once per matrix-product block, f16
+    /// per query otherwise), the scanned rows (u8 code + l2 term, or f16 / f32 vector) and the
+    /// f16 rows of reranked candidates. Logical bytes: a batch re-reads cached lists.
+    pub bytes_scanned: u64,
 }
 
 impl SearchStats {
@@ -38,6 +42,7 @@ impl SearchStats {
         self.centroids_scored += o.centroids_scored;
         self.codes_scanned += o.codes_scanned;
         self.candidates_reranked += o.candidates_reranked;
+        self.bytes_scanned += o.bytes_scanned;
     }
 
     /// (name, value) pairs, in a stable order, for the bindings.
@@ -54,6 +59,7 @@ impl SearchStats {
             ("centroids_scored", self.centroids_scored as f64),
             ("codes_scanned", self.codes_scanned as f64),
             ("candidates_reranked", self.candidates_reranked as f64),
+            ("bytes_scanned", self.bytes_scanned as f64),
         ]
     }
 }
