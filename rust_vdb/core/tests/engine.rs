@@ -351,3 +351,26 @@ fn run_shared_returns_the_callers_run_first_and_reraises_a_helpers_panic() {
         "threads=0 is refused"
     );
 }
+
+#[test]
+fn batches_over_blocks_and_threads_equal_one_query_at_a_time() {
+    // 600 lists (two-level routing groups exist), 1500 queries: two blocks at one thread,
+    // two threads, against one query per call.
+    let dim = 8;
+    let base = blobs(12_000, dim, 50, 21);
+    let queries = blobs(1500, dim, 50, 22);
+    for metric in [Metric::L2, Metric::Cosine] {
+        let mut ivf = IvfIndex::new(dim, Some(600), metric, Storage::U8F16, 2).unwrap();
+        ivf.train(&base, None, &never_interrupt).unwrap();
+        ivf.add(&base, None, None, &never_interrupt).unwrap();
+        for threads in [Some(1), Some(2)] {
+            let (d, i, st) = ivf.search(&queries, 10, Some(8), Some(30), threads, &never_interrupt).unwrap();
+            assert_eq!(st.nq, 1500);
+            for (r, q) in queries.chunks_exact(dim).enumerate().step_by(7) {
+                let (d1, i1, _) = ivf.search(q, 10, Some(8), Some(30), Some(1), &never_interrupt).unwrap();
+                assert_eq!(&i[r * 10..(r + 1) * 10], &i1[..], "{metric:?} {threads:?} row {r}");
+                assert_eq!(&d[r * 10..(r + 1) * 10], &d1[..], "{metric:?} {threads:?} row {r}");
+            }
+        }
+    }
+}
