@@ -2,13 +2,17 @@
 
 Usage::
 
-    python benchmarks/heldout_check.py RESULT.json [RESULT.json ...] [--queries N]
+    python benchmarks/heldout_check.py RESULT.json [RESULT.json ...] [--queries N] [--reselect]
 
 A run made with `--queries Q` tuned its sweep on the first Q queries of its dataset; this
 rebuilds the same index through the benchmark's adapter (same build parameters and seed; faiss
 peers load their cached index), searches queries Q..Q+N (default: all the rest) at each distinct
 headline parameter set, and prints the recall next to the run's. Exit 1 if any held-out recall is
 below the run's target.
+
+--reselect: per mode, walk the run's timed points from the fastest down and keep the first whose
+held-out recall reaches the target (the headline the held-out queries would have chosen), print
+its QPS (the run's, unpaired), and the first result's QPS over each other's at those points.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from vdbbench.bench.metrics import knn_recall
 from vdbbench.bench.registry import adapter_class
 
 
-def check(path: Path, nmax: int | None) -> bool:
+def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | None = None) -> bool:
     res = json.loads(path.read_text())
     ds_info, index, run = res["dataset"], res["index"], res["run"]
     seen = ds_info["nq"]
@@ -55,6 +59,26 @@ def check(path: Path, nmax: int | None) -> bool:
         print(f"{path.parent.name}/{path.name} {h['mode']} {h['threads']}t {h['params']}: recall@10 "
               f"{h['recall10']:.4f} on the run's {seen} queries, {held_recall:.4f} on {len(queries)} held-out "
               f"(target {run['target_recall']})")
+    if reselect:
+        def held(params):
+            key = json.dumps(params, sort_keys=True)
+            if key not in done:
+                ids = adapter.search(queries, run["k"], params, 2)
+                done[key] = knn_recall(ids, base, queries, gt_d, k=run["k"], metric=ds_info["metric"])
+            return done[key]
+
+        for h in res["headline"]:
+            pts = sorted((p for p in res["points"] if p["mode"] == h["mode"] and p["threads"] == h["threads"]
+                          and p.get("qps") and p["recall10"] >= run["target_recall"] - 0.02),
+                         key=lambda p: -p["qps"])
+            pick = next((p for p in pts if held(p["params"]) >= run["target_recall"]), None)
+            where = f"{h['mode']} {h['threads']}t"
+            if pick is None:
+                print(f"  {index['name']} {where}: no timed point reaches {run['target_recall']} on held-out queries")
+                continue
+            (chosen if chosen is not None else {}).setdefault(where, {})[index["name"]] = pick["qps"]
+            print(f"  {index['name']} {where}: held-out headline {pick['params']} recall "
+                  f"{held(pick['params']):.4f}, {pick['qps']:,.0f} QPS (run headline {h['qps'] or 0:,.0f})")
     return ok
 
 
@@ -62,8 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("results", nargs="+", type=Path)
     p.add_argument("--queries", type=int, help="at most this many held-out queries (default all)")
+    p.add_argument("--reselect", action="store_true", help="also pick each index's held-out headline")
     a = p.parse_args(argv)
-    ok = all([check(r, a.queries) for r in a.results])
+    chosen: dict = {}
+    ok = all([check(r, a.queries, a.reselect, chosen) for r in a.results])
+    if a.reselect and chosen:
+        first = json.loads(a.results[0].read_text())["index"]["name"]
+        print(f"\nheld-out headlines, {first} QPS / each other's (unpaired, same run):")
+        for where, by in chosen.items():
+            if first in by:
+                cells = [f"{n} {by[first] / q:.2f}x" for n, q in by.items() if n != first]
+                print(f"  {where}: " + ", ".join(cells))
     return 0 if ok else 1
 
 
