@@ -828,7 +828,7 @@ impl IvfIndex {
                     for (ci, h) in s.cand_sorted.iter().enumerate() {
                         // The reads are scattered: ask for a row a few candidates ahead.
                         if let Some(ahead) = s.cand_sorted.get(ci + RERANK_PREFETCH) {
-                            prefetch_row(row_of(ahead.payload));
+                            crate::kernels::prefetch(row_of(ahead.payload));
                         }
                         let v = row_of(h.payload);
                         let sc = if sim {
@@ -1009,24 +1009,6 @@ pub(crate) fn keep_best(order: &mut Vec<(f32, u32)>, nprobe: usize) {
         order.truncate(nprobe);
     }
     order.sort_unstable_by(by_score);
-}
-
-/// Asks the cache for every line of `row` (a hint: no effect on results).
-#[inline(always)]
-fn prefetch_row<T>(row: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let bytes = std::mem::size_of_val(row);
-        let p = row.as_ptr() as *const i8;
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: prefetch is a hint that never faults; p + off stays inside `row`.
-            unsafe { std::arch::x86_64::_mm_prefetch(p.add(off), std::arch::x86_64::_MM_HINT_T0) };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
 }
 
 /// Pushes a list's scores into the heap, skipping those that cannot enter.
