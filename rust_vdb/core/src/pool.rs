@@ -66,7 +66,8 @@ pub fn effective_threads(threads: Option<usize>) -> usize {
 /// The caller never waits for a helper to wake up: a helper that has not started by the time
 /// the caller's own run returns is abandoned and never calls `work` (waking a pool thread
 /// costs 15-50 µs on a virtual machine, as much as a whole single-query scan saves). A helper
-/// that did start is waited for. A panic in a helper is re-raised on the caller.
+/// that did start is waited for, even when the caller's own run panics. A panic in any run is
+/// re-raised on the caller once every started helper has finished.
 pub fn run_shared<R: Send + 'static>(
     helpers: usize,
     threads: Option<usize>,
@@ -126,7 +127,11 @@ pub fn run_shared<R: Send + 'static>(
             None => rayon::spawn(job),
         }
     }
-    let mut results = vec![work()];
+    // The caller's own run may panic too: the helpers that started must still be waited for
+    // before unwinding frees what `work` borrows.
+    let mine = catch_unwind(AssertUnwindSafe(work));
+    let mut results = Vec::with_capacity(helpers + 1);
+    let mut helper_panic = None;
     for slot in &slots {
         if slot
             .state
@@ -140,9 +145,15 @@ pub fn run_shared<R: Send + 'static>(
         }
         match slot.out.lock().unwrap_or_else(|e| e.into_inner()).take() {
             Some(Ok(r)) => results.push(r),
-            Some(Err(panic)) => resume_unwind(panic),
+            Some(Err(panic)) => helper_panic = helper_panic.or(Some(panic)),
             None => {}
         }
     }
-    Ok(results)
+    match (mine, helper_panic) {
+        (Err(panic), _) | (Ok(_), Some(panic)) => resume_unwind(panic),
+        (Ok(r), None) => {
+            results.insert(0, r);
+            Ok(results)
+        }
+    }
 }

@@ -364,12 +364,24 @@ fn batches_over_blocks_and_threads_equal_one_query_at_a_time() {
         ivf.train(&base, None, &never_interrupt).unwrap();
         ivf.add(&base, None, None, &never_interrupt).unwrap();
         for threads in [Some(1), Some(2)] {
-            let (d, i, st) = ivf.search(&queries, 10, Some(8), Some(30), threads, &never_interrupt).unwrap();
+            let (d, i, st) = ivf
+                .search(&queries, 10, Some(8), Some(30), threads, &never_interrupt)
+                .unwrap();
             assert_eq!(st.nq, 1500);
             for (r, q) in queries.chunks_exact(dim).enumerate().step_by(7) {
-                let (d1, i1, _) = ivf.search(q, 10, Some(8), Some(30), Some(1), &never_interrupt).unwrap();
-                assert_eq!(&i[r * 10..(r + 1) * 10], &i1[..], "{metric:?} {threads:?} row {r}");
-                assert_eq!(&d[r * 10..(r + 1) * 10], &d1[..], "{metric:?} {threads:?} row {r}");
+                let (d1, i1, _) = ivf
+                    .search(q, 10, Some(8), Some(30), Some(1), &never_interrupt)
+                    .unwrap();
+                assert_eq!(
+                    &i[r * 10..(r + 1) * 10],
+                    &i1[..],
+                    "{metric:?} {threads:?} row {r}"
+                );
+                assert_eq!(
+                    &d[r * 10..(r + 1) * 10],
+                    &d1[..],
+                    "{metric:?} {threads:?} row {r}"
+                );
             }
         }
     }
