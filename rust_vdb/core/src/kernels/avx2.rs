@@ -38,14 +38,10 @@ pub static AVX2: Kernels = Kernels {
     argmin_score,
 };
 
-/// `scalar::argmin_body` compiled for AVX2 (eight-lane compares and blends).
+/// `scalar::argmin_score` compiled for AVX2 (eight-lane compares and blends).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn argmin_score_impl(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
-    if ip {
-        scalar::argmin_body::<true>(dots, norms)
-    } else {
-        scalar::argmin_body::<false>(dots, norms)
-    }
+    scalar::argmin_score(dots, norms, ip)
 }
 
 fn argmin_score(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {

@@ -529,14 +529,10 @@ l2_u8_kernels!(
 // ---------------------------------------------------------------------------------------------
 // Integer dot products with VNNI: per 64 dims one vpdpbusd (row bytes unsigned, query bytes
 // signed, four products summed into each i32 lane). `dots_vnni` serves both
-/// `scalar::argmin_body` compiled for AVX-512 (one 16-lane compare and two blends a step).
+/// `scalar::argmin_score` compiled for AVX-512 (one 16-lane compare and two blends a step).
 #[target_feature(enable = "avx512f")]
 unsafe fn argmin_score_impl(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
-    if ip {
-        super::scalar::argmin_body::<true>(dots, norms)
-    } else {
-        super::scalar::argmin_body::<false>(dots, norms)
-    }
+    super::scalar::argmin_score(dots, norms, ip)
 }
 
 fn argmin_score(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {

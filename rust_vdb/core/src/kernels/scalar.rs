@@ -141,7 +141,9 @@ pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
 
 /// The first smallest routing score over `dots` (inner products with the centroids) and its
 /// position: score = -dot (`ip`) or norms[j] - 2 dot (l2). Same answer as a plain scan with
-/// `<` (ties to the first; 0 when no score is below +inf).
+/// `<` (ties to the first; 0 when no score is below +inf). Always inlined, so the SIMD tables
+/// compile it for their level by calling it from a `target_feature` function.
+#[inline(always)]
 pub fn argmin_score(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
     if ip {
         argmin_body::<true>(dots, norms)
@@ -151,10 +153,10 @@ pub fn argmin_score(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
 }
 
 /// `argmin_score` in 16 independent lanes: branch-free, so the compiler vectorises it at
-/// whatever level the calling function was compiled for (the SIMD tables wrap it in their
-/// `target_feature`s; the branchy scan was 20% of k-means training at 100k).
+/// whatever level the calling function was compiled for (the branchy scan was 20% of k-means
+/// training at 100k).
 #[inline(always)]
-pub(crate) fn argmin_body<const IP: bool>(dots: &[f32], norms: &[f32]) -> (u32, f32) {
+fn argmin_body<const IP: bool>(dots: &[f32], norms: &[f32]) -> (u32, f32) {
     const LANES: usize = 16;
     debug_assert_eq!(dots.len(), norms.len());
     let score = |d: f32, c: f32| if IP { -d } else { c - 2.0 * d };
