@@ -38,35 +38,33 @@ def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | N
         print(f"{path}: the run used every query of {ds_info['name']}; nothing is held out")
         return True
     ds = resolve(ds_info["name"])
-    held = slice(seen, seen + nmax if nmax else None)
-    queries = np.ascontiguousarray(ds.test[held], dtype=np.float32)
-    gt_d = ds.distances[held]
+    rows = slice(seen, seen + nmax if nmax else None)
+    queries = np.ascontiguousarray(ds.test[rows], dtype=np.float32)
+    gt_d = ds.distances[rows]
     base = np.ascontiguousarray(ds.train, dtype=np.float32)
     params = index["params"]
     options = RunOptions(k=run["k"], nlist=params.get("nlist"), storage=params.get("storage", "u8+f16"),
                          seed=params.get("seed", 0))
     adapter = adapter_class(index["name"])(ds_info["dim"], ds_info["n"], ds_info["metric"], options)
     adapter.build(base)
-    ok = True
     done = {}
-    for h in res["headline"]:
-        key = json.dumps(h["params"], sort_keys=True)
+
+    def held(params) -> float:
+        """Held-out recall@10 at `params` (each parameter set searched once)."""
+        key = json.dumps(params, sort_keys=True)
         if key not in done:
-            ids = adapter.search(queries, run["k"], h["params"], 2)
+            ids = adapter.search(queries, run["k"], params, 2)
             done[key] = knn_recall(ids, base, queries, gt_d, k=run["k"], metric=ds_info["metric"])
-        held_recall = done[key]
+        return done[key]
+
+    ok = True
+    for h in res["headline"]:
+        held_recall = held(h["params"])
         ok &= held_recall >= run["target_recall"]
         print(f"{path.parent.name}/{path.name} {h['mode']} {h['threads']}t {h['params']}: recall@10 "
               f"{h['recall10']:.4f} on the run's {seen} queries, {held_recall:.4f} on {len(queries)} held-out "
               f"(target {run['target_recall']})")
     if reselect:
-        def held(params):
-            key = json.dumps(params, sort_keys=True)
-            if key not in done:
-                ids = adapter.search(queries, run["k"], params, 2)
-                done[key] = knn_recall(ids, base, queries, gt_d, k=run["k"], metric=ds_info["metric"])
-            return done[key]
-
         for h in res["headline"]:
             pts = sorted((p for p in res["points"] if p["mode"] == h["mode"] and p["threads"] == h["threads"]
                           and p.get("qps") and p["recall10"] >= run["target_recall"] - 0.02),
@@ -76,7 +74,8 @@ def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | N
             if pick is None:
                 print(f"  {index['name']} {where}: no timed point reaches {run['target_recall']} on held-out queries")
                 continue
-            (chosen if chosen is not None else {}).setdefault(where, {})[index["name"]] = pick["qps"]
+            if chosen is not None:
+                chosen.setdefault(where, {})[index["name"]] = pick["qps"]
             print(f"  {index['name']} {where}: held-out headline {pick['params']} recall "
                   f"{held(pick['params']):.4f}, {pick['qps']:,.0f} QPS (run headline {h['qps'] or 0:,.0f})")
     return ok
@@ -90,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     chosen: dict = {}
     ok = all([check(r, a.queries, a.reselect, chosen) for r in a.results])
-    if a.reselect and chosen:
+    if a.reselect and len(a.results) > 1 and chosen:
         first = json.loads(a.results[0].read_text())["index"]["name"]
         print(f"\nheld-out headlines, {first} QPS / each other's (unpaired, same run):")
         for where, by in chosen.items():
