@@ -5,6 +5,7 @@ pub mod flat;
 pub mod ivf;
 pub mod kernels;
 pub mod kmeans;
+pub mod matmul;
 pub mod metric;
 pub mod persist;
 pub mod pool;
