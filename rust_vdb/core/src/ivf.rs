@@ -539,7 +539,26 @@ impl IvfIndex {
         };
         self.codes_exact &= exact;
         self.ntotal += n;
+        self.advise_huge_pages();
         Ok(())
+    }
+
+    /// Asks for transparent huge pages under the lists' buffers (best effort, `hugepages`).
+    pub(crate) fn advise_huge_pages(&self) {
+        let mut bufs: Vec<(usize, usize)> = self
+            .lists
+            .iter()
+            .flat_map(|l| {
+                [
+                    (l.codes.as_ptr() as usize, l.codes.len()),
+                    (l.terms.as_ptr() as usize, l.terms.len() * 4),
+                    (l.vf16.as_ptr() as usize, l.vf16.len() * 2),
+                    (l.vf32.as_ptr() as usize, l.vf32.len() * 4),
+                    (l.ids.as_ptr() as usize, l.ids.len() * 8),
+                ]
+            })
+            .collect();
+        crate::hugepages::advise(&mut bufs);
     }
 
     /// Applies defaults and checks k, nprobe, rerank against this index.

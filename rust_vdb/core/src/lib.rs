@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod flat;
+pub mod hugepages;
 pub mod ivf;
 pub mod kernels;
 pub mod kmeans;

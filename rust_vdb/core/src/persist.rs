@@ -297,5 +297,6 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
     };
     index.set_centroids(centroids);
     index.codes_exact = index.compute_codes_exact();
+    index.advise_huge_pages();
     Ok(index)
 }
