@@ -33,11 +33,21 @@ pub fn stretches(buffers: &mut Vec<(usize, usize)>) -> Vec<(usize, usize)> {
 
 /// Asks Linux to back the `stretches` of `buffers` with transparent huge pages now
 /// (MADV_COLLAPSE, Linux 6.1+) and on later faults (MADV_HUGEPAGE). Never changes contents;
-/// errors (older kernels, THP disabled) are ignored. A no-op off Linux.
+/// errors (older kernels, THP disabled) are ignored. A no-op off Linux, and when the
+/// environment sets `VDBBENCH_HUGEPAGES=0` (read once per process).
 pub fn advise(buffers: &mut Vec<(usize, usize)>) {
+    if !enabled() {
+        return;
+    }
     for (addr, len) in stretches(buffers) {
         advise_range(addr, len);
     }
+}
+
+/// False when `VDBBENCH_HUGEPAGES` is `0` (to measure without the advice, or to avoid it).
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("VDBBENCH_HUGEPAGES").map_or(true, |v| v.trim() != "0"))
 }
 
 #[cfg(target_os = "linux")]
