@@ -72,11 +72,11 @@ mod tests {
     fn nearby_buffers_merge_and_only_whole_aligned_pages_are_kept() {
         let m = HUGE;
         let mut b = vec![
-            (10 * m + 100, m),     // with the next: one stretch 10m+100 .. 13m+5
+            (10 * m + 100, m), // with the next: one stretch 10m+100 .. 13m+5
             (11 * m + 200, 2 * m - 195),
-            (0, 0),                // empty: dropped
-            (40 * m + 1, m),       // alone, shorter than an aligned page: nothing
-            (50 * m, 3 * m),       // exactly three pages
+            (0, 0),          // empty: dropped
+            (40 * m + 1, m), // alone, shorter than an aligned page: nothing
+            (50 * m, 3 * m), // exactly three pages
         ];
         assert_eq!(stretches(&mut b), vec![(11 * m, 2 * m), (50 * m, 3 * m)]);
         assert!(stretches(&mut vec![]).is_empty());

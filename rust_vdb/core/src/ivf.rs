@@ -559,7 +559,11 @@ impl IvfIndex {
             .lists
             .iter()
             .flat_map(|l| {
-                let f16 = if self.storage == Storage::F16 { l.vf16.len() * 2 } else { 0 };
+                let f16 = if self.storage == Storage::F16 {
+                    l.vf16.len() * 2
+                } else {
+                    0
+                };
                 [
                     (l.codes.as_ptr() as usize, l.codes.len()),
                     (l.terms.as_ptr() as usize, l.terms.len() * 4),
@@ -1010,7 +1014,12 @@ impl IvfIndex {
     fn centroid_dots(&self, kern: &Kernels, qblock: &[f32], m: usize, dots: &mut [f32]) {
         let (dim, nlist) = (self.dim, self.lists.len());
         if m >= ROUTE_GEMM_MIN {
-            crate::matmul::dots_abt(&qblock[..m * dim], &self.centroids, dim, &mut dots[..m * nlist]);
+            crate::matmul::dots_abt(
+                &qblock[..m * dim],
+                &self.centroids,
+                dim,
+                &mut dots[..m * nlist],
+            );
         } else {
             for (q, row) in qblock.chunks_exact(dim).zip(dots.chunks_exact_mut(nlist)) {
                 (kern.dot_f32_f16_batch)(q, &self.centroids_f16, row);

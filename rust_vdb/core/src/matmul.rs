@@ -9,9 +9,23 @@
 pub fn dots_abt(a: &[f32], b: &[f32], k: usize, out: &mut [f32]) {
     let m = a.len().checked_div(k).unwrap_or(0);
     let n = b.len().checked_div(k).unwrap_or(0);
-    assert_eq!(a.len(), m * k, "a holds {} values, not a multiple of k={k}", a.len());
-    assert_eq!(b.len(), n * k, "b holds {} values, not a multiple of k={k}", b.len());
-    assert!(out.len() >= m * n, "out holds {} values, needs {m} x {n}", out.len());
+    assert_eq!(
+        a.len(),
+        m * k,
+        "a holds {} values, not a multiple of k={k}",
+        a.len()
+    );
+    assert_eq!(
+        b.len(),
+        n * k,
+        "b holds {} values, not a multiple of k={k}",
+        b.len()
+    );
+    assert!(
+        out.len() >= m * n,
+        "out holds {} values, needs {m} x {n}",
+        out.len()
+    );
     if m == 0 || n == 0 {
         return;
     }
@@ -50,7 +64,13 @@ mod tests {
     #[test]
     fn matches_the_naive_product() {
         let mut rng = crate::rng::Rng::new(11);
-        for (m, n, k) in [(1, 1, 1), (3, 5, 7), (17, 33, 128), (130, 7, 3), (64, 200, 65)] {
+        for (m, n, k) in [
+            (1, 1, 1),
+            (3, 5, 7),
+            (17, 33, 128),
+            (130, 7, 3),
+            (64, 200, 65),
+        ] {
             let a: Vec<f32> = (0..m * k).map(|_| rng.below(255) as f32 - 127.0).collect();
             let b: Vec<f32> = (0..n * k).map(|_| rng.below(255) as f32 - 127.0).collect();
             let mut out = vec![f32::NAN; m * n + 3];

@@ -2,7 +2,10 @@
 //! otherwise, clear InvalidInput errors for what cannot be converted.
 
 use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{
+    IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyUntypedArrayMethods,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyAny;
 
@@ -22,15 +25,21 @@ fn shape_str(shape: &[usize]) -> String {
 /// float32 C-contiguous arrays are used in place. Other real dtypes (float64, float16,
 /// integers) and other layouts are converted once to float32 C order; bool, complex, object
 /// and string data are refused.
-pub fn matrix<'py>(obj: &Bound<'py, PyAny>, dim: usize, what: &str) -> PyResult<PyReadonlyArray2<'py, f32>> {
+pub fn matrix<'py>(
+    obj: &Bound<'py, PyAny>,
+    dim: usize,
+    what: &str,
+) -> PyResult<PyReadonlyArray2<'py, f32>> {
     let py = obj.py();
     let arr = match obj.cast::<PyArray2<f32>>() {
         Ok(a) if a.is_c_contiguous() => a.clone(),
         _ => {
             let np = py.import("numpy")?;
-            let a = np
-                .call_method1("asarray", (obj,))
-                .map_err(|e| invalid(format!("{what} must be a numpy array of shape (n, {dim}): {e}")))?;
+            let a = np.call_method1("asarray", (obj,)).map_err(|e| {
+                invalid(format!(
+                    "{what} must be a numpy array of shape (n, {dim}): {e}"
+                ))
+            })?;
             let kind: String = a.getattr("dtype")?.getattr("kind")?.extract()?;
             let dtype = a.getattr("dtype")?.str()?.to_string();
             if !matches!(kind.as_str(), "f" | "i" | "u") {
@@ -64,13 +73,17 @@ pub fn matrix<'py>(obj: &Bound<'py, PyAny>, dim: usize, what: &str) -> PyResult<
 pub fn ids<'py>(obj: &Bound<'py, PyAny>, n: usize) -> PyResult<PyReadonlyArray1<'py, i64>> {
     let py = obj.py();
     let np = py.import("numpy")?;
-    let a = np
-        .call_method1("asarray", (obj,))
-        .map_err(|e| invalid(format!("ids must be a 1-D integer array of length {n}: {e}")))?;
+    let a = np.call_method1("asarray", (obj,)).map_err(|e| {
+        invalid(format!(
+            "ids must be a 1-D integer array of length {n}: {e}"
+        ))
+    })?;
     let kind: String = a.getattr("dtype")?.getattr("kind")?.extract()?;
     if !matches!(kind.as_str(), "i" | "u") {
         let dtype = a.getattr("dtype")?.str()?.to_string();
-        return Err(invalid(format!("ids has dtype {dtype}; expected integers (int64)")));
+        return Err(invalid(format!(
+            "ids has dtype {dtype}; expected integers (int64)"
+        )));
     }
     let shape: Vec<usize> = a.getattr("shape")?.extract()?;
     if shape.len() != 1 || shape[0] != n {
@@ -82,7 +95,9 @@ pub fn ids<'py>(obj: &Bound<'py, PyAny>, n: usize) -> PyResult<PyReadonlyArray1<
     if kind == "u" {
         let too_big: bool = a.call_method0("max")?.gt(i64::MAX as u64)?;
         if too_big {
-            return Err(invalid("ids exceed the int64 range; expected 0 <= id < 2**63"));
+            return Err(invalid(
+                "ids exceed the int64 range; expected 0 <= id < 2**63",
+            ));
         }
     }
     let c = np.call_method1("ascontiguousarray", (a, np.getattr("int64")?))?;
@@ -98,7 +113,13 @@ pub fn count(name: &str, v: i64, min: i64) -> PyResult<usize> {
 }
 
 /// (D, I) as numpy arrays of shape (nq, k), handing over the vectors without a copy.
-pub fn results<'py>(py: Python<'py>, nq: usize, k: usize, d: Vec<f32>, ids: Vec<i64>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+pub fn results<'py>(
+    py: Python<'py>,
+    nq: usize,
+    k: usize,
+    d: Vec<f32>,
+    ids: Vec<i64>,
+) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     let d = Array2::from_shape_vec((nq, k), d).map_err(|e| invalid(e.to_string()))?;
     let i = Array2::from_shape_vec((nq, k), ids).map_err(|e| invalid(e.to_string()))?;
     Ok((d.into_pyarray(py).into_any(), i.into_pyarray(py).into_any()))

@@ -40,7 +40,12 @@ impl FlatIndex {
         let dim = arrays::count("dim", dim, 1)?;
         let metric = Metric::parse(metric).map_err(to_py)?;
         let inner = vdb_core::FlatIndex::new(dim, metric).map_err(to_py)?;
-        Ok(FlatIndex { inner: RwLock::new(inner), last_stats: Mutex::new(None), dim, metric })
+        Ok(FlatIndex {
+            inner: RwLock::new(inner),
+            last_stats: Mutex::new(None),
+            dim,
+            metric,
+        })
     }
 
     /// Appends vectors (ids continue from ntotal).
@@ -48,7 +53,12 @@ impl FlatIndex {
         let dim = self.dim;
         let x = arrays::matrix(x, dim, "vectors")?;
         let xs = x.as_slice()?;
-        detached(py, |_| self.inner.write().unwrap_or_else(|p| p.into_inner()).add(xs))
+        detached(py, |_| {
+            self.inner
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .add(xs)
+        })
     }
 
     #[pyo3(signature = (queries, k = 10, threads = None))]
@@ -62,17 +72,25 @@ impl FlatIndex {
         let dim = self.dim;
         let q = arrays::matrix(queries, dim, "queries")?;
         let k = arrays::count("k", k, 1)?;
-        let threads = threads.map(|t| arrays::count("threads", t, 1)).transpose()?;
+        let threads = threads
+            .map(|t| arrays::count("threads", t, 1))
+            .transpose()?;
         let qs = q.as_slice()?;
         let nq = qs.len() / dim;
-        let (d, i, s) = detached(py, |interrupt| self.read().search(qs, k, threads, interrupt))?;
+        let (d, i, s) = detached(py, |interrupt| {
+            self.read().search(qs, k, threads, interrupt)
+        })?;
         *self.last_stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
         arrays::results(py, nq, k, d, i)
     }
 
     /// Per-stage counts and seconds of the last search, or None before any search.
     fn last_search_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let s = self.last_stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let s = self
+            .last_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         s.map(|s| stats::to_dict(py, &s)).transpose()
     }
 
@@ -103,6 +121,11 @@ impl FlatIndex {
 
     fn __repr__(&self, py: Python<'_>) -> String {
         let n = self.with(py, |f| f.ntotal());
-        format!("FlatIndex(dim={}, metric={:?}, ntotal={})", self.dim, self.metric.name(), n)
+        format!(
+            "FlatIndex(dim={}, metric={:?}, ntotal={})",
+            self.dim,
+            self.metric.name(),
+            n
+        )
     }
 }

@@ -33,7 +33,11 @@ impl IvfIndex {
     }
     fn wrap(inner: vdb_core::IvfIndex) -> Self {
         let dim = inner.dim();
-        IvfIndex { inner: RwLock::new(inner), last_stats: Mutex::new(None), dim }
+        IvfIndex {
+            inner: RwLock::new(inner),
+            last_stats: Mutex::new(None),
+            dim,
+        }
     }
 }
 
@@ -79,7 +83,13 @@ impl IvfIndex {
 
     /// Adds `x` (n, dim) with ids ntotal..ntotal+n, or with `ids` (n,) int64 >= 0.
     #[pyo3(signature = (x, ids = None, threads = None))]
-    fn add(&self, py: Python<'_>, x: &Bound<'_, PyAny>, ids: Option<&Bound<'_, PyAny>>, threads: Option<i64>) -> PyResult<()> {
+    fn add(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        ids: Option<&Bound<'_, PyAny>>,
+        threads: Option<i64>,
+    ) -> PyResult<()> {
         let dim = self.dim;
         let x = arrays::matrix(x, dim, "vectors")?;
         let n = x.as_slice()?.len() / dim;
@@ -91,7 +101,10 @@ impl IvfIndex {
             None => None,
         };
         detached(py, |interrupt| {
-            self.inner.write().unwrap_or_else(|p| p.into_inner()).add(xs, id_slice, threads, interrupt)
+            self.inner
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .add(xs, id_slice, threads, interrupt)
         })
     }
 
@@ -114,14 +127,21 @@ impl IvfIndex {
         let threads = opt_count("threads", threads, 1)?;
         let qs = q.as_slice()?;
         let nq = qs.len() / dim;
-        let (d, i, s) = detached(py, |interrupt| self.read().search(qs, k, nprobe, rerank, threads, interrupt))?;
+        let (d, i, s) = detached(py, |interrupt| {
+            self.read()
+                .search(qs, k, nprobe, rerank, threads, interrupt)
+        })?;
         *self.last_stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
         arrays::results(py, nq, k, d, i)
     }
 
     /// Per-stage counts and seconds of the last search, or None before any search.
     fn last_search_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let s = self.last_stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let s = self
+            .last_stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         s.map(|s| stats::to_dict(py, &s)).transpose()
     }
 

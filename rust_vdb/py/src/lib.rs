@@ -19,7 +19,10 @@ fn simd_level() -> &'static str {
 /// Every SIMD level this CPU can run, scalar first.
 #[pyfunction]
 fn available_simd_levels() -> Vec<&'static str> {
-    kernels::available_levels().into_iter().map(|l| l.name()).collect()
+    kernels::available_levels()
+        .into_iter()
+        .map(|l| l.name())
+        .collect()
 }
 
 /// Caps the SIMD level for the whole process (None: back to the detected level under
@@ -30,15 +33,22 @@ fn set_simd_level(level: Option<&str>) -> PyResult<&'static str> {
     let cap = match level {
         None => None,
         Some(s) => Some(kernels::SimdLevel::parse(s).ok_or_else(|| {
-            errors::invalid(format!("unknown SIMD level {s:?}; expected one of scalar, avx2, avx512, neon"))
+            errors::invalid(format!(
+                "unknown SIMD level {s:?}; expected one of scalar, avx2, avx512, neon"
+            ))
         })?),
     };
-    kernels::set_level_cap(cap).map(|l| l.name()).map_err(errors::invalid)
+    kernels::set_level_cap(cap)
+        .map(|l| l.name())
+        .map_err(errors::invalid)
 }
 
 #[pymodule]
 fn _rust_vdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("__doc__", "vdbbench engine (Rust): FlatIndex, IvfIndex, errors, SIMD level.")?;
+    m.add(
+        "__doc__",
+        "vdbbench engine (Rust): FlatIndex, IvfIndex, errors, SIMD level.",
+    )?;
     errors::register(m)?;
     m.add_class::<flat::FlatIndex>()?;
     m.add_class::<ivf::IvfIndex>()?;
