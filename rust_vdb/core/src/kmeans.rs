@@ -68,6 +68,26 @@ pub struct KMeansResult {
     pub splits: usize,
 }
 
+/// Groups the points of each cluster: point i belongs to cluster `asg[i]` (< k). Returns
+/// (starts, members): cluster c holds the points members[starts[c]..starts[c + 1]], in
+/// increasing order (a counting sort).
+pub fn members_by_cluster(asg: &[u32], k: usize) -> (Vec<usize>, Vec<u32>) {
+    let mut starts = vec![0usize; k + 1];
+    for &a in asg {
+        starts[a as usize + 1] += 1;
+    }
+    for c in 0..k {
+        starts[c + 1] += starts[c];
+    }
+    let mut next = starts.clone();
+    let mut members = vec![0u32; asg.len()];
+    for (i, &a) in asg.iter().enumerate() {
+        members[next[a as usize]] = i as u32;
+        next[a as usize] += 1;
+    }
+    (starts, members)
+}
+
 /// Squared norms of the rows.
 pub fn row_norms(x: &[f32], dim: usize) -> Vec<f32> {
     x.chunks_exact(dim)
@@ -371,4 +391,17 @@ fn split_empty(centroids: &mut [f32], counts: &mut [usize], dim: usize, rng: &mu
         splits += 1;
     }
     splits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::members_by_cluster;
+
+    #[test]
+    fn members_by_cluster_groups_points_in_order_and_keeps_empty_clusters() {
+        let (starts, members) = members_by_cluster(&[2, 0, 2, 2, 0], 4);
+        assert_eq!(starts, vec![0, 2, 2, 5, 5]);
+        assert_eq!(members, vec![1, 4, 0, 2, 3]);
+        assert_eq!(members_by_cluster(&[], 2), (vec![0, 0, 0], vec![]));
+    }
 }

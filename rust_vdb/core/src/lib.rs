@@ -1,5 +1,6 @@
 //! vdb-core: the vdbbench engine. Pure Rust; the Python bindings live in `rust_vdb/py`.
 
+pub mod defaults;
 pub mod error;
 pub mod flat;
 pub mod hugepages;

@@ -1,5 +1,7 @@
 //! Distance metrics: L2 (squared), inner product, cosine (= normalise, then inner product).
 
+use std::borrow::Cow;
+
 use crate::error::{Result, VdbError};
 
 /// How vectors are compared. Internally every search minimises a *score*: the squared L2
@@ -57,6 +59,17 @@ impl Metric {
         }
     }
 
+    /// Rows of `dim` as this metric compares them: a normalised copy for cosine, else `x`.
+    pub fn prepare_rows(self, x: &[f32], dim: usize) -> Cow<'_, [f32]> {
+        if self == Metric::Cosine {
+            let mut v = x.to_vec();
+            normalize_rows(&mut v, dim);
+            Cow::Owned(v)
+        } else {
+            Cow::Borrowed(x)
+        }
+    }
+
     pub fn code(self) -> u8 {
         match self {
             Metric::L2 => 0,
@@ -82,6 +95,23 @@ pub fn normalize_rows(data: &mut [f32], dim: usize) {
         if n > 0.0 {
             let inv = 1.0 / n;
             row.iter_mut().for_each(|x| *x *= inv);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Metric;
+    use std::borrow::Cow;
+
+    #[test]
+    fn prepare_rows_normalises_a_copy_for_cosine_only() {
+        let x = [3.0f32, 4.0, 0.0, 0.0];
+        let c = Metric::Cosine.prepare_rows(&x, 2);
+        assert!(matches!(c, Cow::Owned(_)));
+        assert_eq!(&*c, &[0.6, 0.8, 0.0, 0.0]);
+        for m in [Metric::L2, Metric::Ip] {
+            assert!(matches!(m.prepare_rows(&x, 2), Cow::Borrowed(_)));
         }
     }
 }

@@ -1,20 +1,21 @@
-//! Two-level routing: the coarse centroids grouped under about sqrt(nlist) super-centroids.
-//! A query scores the super-centroids, opens the nearest groups until they hold
-//! `ROUTE_FACTOR * max(nprobe, default nprobe)` centroids, and picks its nprobe lists among
-//! those only.
+//! Routing: the lists a query probes.
 //!
-//! The lists it picks differ a little from scoring every centroid: those it misses lie beyond a
-//! group boundary, never the nearest. Recall@10 at equal nprobe against scoring every centroid
-//! (same index file, benchmarks/results/perf.md), with the floor of 16 x the default nprobe:
-//! synth-sift-1m nprobe 16/32/42/46/64: 0.8422/0.9184/0.9357/0.9413/0.9558 vs
-//! 0.8418/0.9165/0.9346/0.9399/0.9551; synth-sift-100k nprobe 8-32: within +-0.0015;
-//! synth-float-1m (rerank 40) nprobe 4/8/16/22/32: 0.9031/0.9513/0.9798/0.9850/0.9898 vs
-//! 0.9043/0.9526/0.9818/0.9871/0.9922. Without the floor (16 x nprobe alone) real-valued data
-//! lost up to 0.09 at nprobe 8 (synth-float-100k: 0.8903 vs 0.9474): its queries' nearest
-//! lists often sit outside the nearest group, which base vectors used as queries show too.
+//! Flat routing scores every centroid (`centroid_dots`, then `select_lists`); below
+//! `MIN_NLIST` lists, for "ip", and for searches probing a large share of the lists, that is
+//! all there is. Two-level routing (`SuperRouting`) groups the coarse centroids under about
+//! sqrt(nlist) super-centroids: a query scores the super-centroids, opens the nearest groups
+//! until they hold `ROUTE_FACTOR * max(nprobe, default nprobe)` centroids, and picks its
+//! nprobe lists among those only.
+//!
+//! The lists two-level routing picks differ a little from flat routing's: those it misses lie
+//! beyond a group boundary, never the nearest. Its recall@10 at equal nprobe stays within
+//! about 0.002 of flat routing's on synth-sift and synth-float (benchmarks/results/perf.md).
+//! The floor of the default nprobe matters on diffuse real-valued data, where a query's
+//! nearest lists often sit outside its nearest group.
 
 use half::f16;
 
+use crate::defaults::default_nprobe;
 use crate::error::never_interrupt;
 use crate::kernels::Kernels;
 use crate::kmeans::{self, KMeansParams};
@@ -23,10 +24,80 @@ use crate::kmeans::{self, KMeansParams};
 /// would be too few to skip much.
 pub const MIN_NLIST: usize = 512;
 /// Candidate centroids per probed list. Groups are opened best-first until they hold this
-/// many times max(nprobe, default nprobe) centroids (without the floor, recall lost at equal
-/// nprobe on SIFT-like data, 1M / 100k: 8 -> 0.0046 / 0.0074, 12 -> 0.0030 / 0.0044,
-/// 16 -> 0.0016 / 0.0025). Searches where that is half of nlist or more score every centroid.
+/// many times max(nprobe, default nprobe) centroids (smaller factors lose recall at equal
+/// nprobe on SIFT-like data). Searches where that is half of nlist or more score every centroid.
 pub const ROUTE_FACTOR: usize = 16;
+/// Queries routed by one matrix product (the product packs every centroid once per block).
+pub const ROUTE_BLOCK: usize = 128;
+/// Blocks with fewer queries route query by query with the kernels (a matrix product packs
+/// every centroid first, which only pays off over several queries).
+pub const ROUTE_GEMM_MIN: usize = 4;
+
+/// Inner products of m queries with every centroid (m x nlist): one matrix product for a
+/// block of `ROUTE_GEMM_MIN` or more, else the dot kernel over the f16 copy of the centroids
+/// (the same values in half the bytes: a query or two is memory-bound on them).
+pub fn centroid_dots(
+    kern: &Kernels,
+    qblock: &[f32],
+    m: usize,
+    centroids: &[f32],
+    centroids_f16: &[f16],
+    dim: usize,
+    dots: &mut [f32],
+) {
+    let nlist = centroids.len() / dim;
+    if m >= ROUTE_GEMM_MIN {
+        crate::matmul::dots_abt(&qblock[..m * dim], centroids, dim, &mut dots[..m * nlist]);
+    } else {
+        for (q, row) in qblock.chunks_exact(dim).zip(dots.chunks_exact_mut(nlist)) {
+            (kern.dot_f32_f16_batch)(q, centroids_f16, row);
+        }
+    }
+}
+
+/// Bytes of centroids `centroid_dots` reads for m queries: the f32 copy once per
+/// `ROUTE_BLOCK` sub-block of a matrix product, or the f16 copy per query.
+pub fn centroid_bytes(m: usize, nlist: usize, dim: usize) -> usize {
+    if m >= ROUTE_GEMM_MIN {
+        m.div_ceil(ROUTE_BLOCK) * nlist * 4 * dim
+    } else {
+        m * nlist * 2 * dim
+    }
+}
+
+/// The nprobe best lists for one query's centroid inner products `dots`, best first: by
+/// ||c||^2 - 2 <q, c> (l2, `cnorms` = ||c||^2) or -<q, c> (`sim`: ip, cosine), ties to the
+/// smaller list.
+pub fn select_lists(
+    dots: &[f32],
+    cnorms: &[f32],
+    sim: bool,
+    nprobe: usize,
+    order: &mut Vec<(f32, u32)>,
+) {
+    order.clear();
+    if sim {
+        order.extend(dots.iter().enumerate().map(|(i, &d)| (-d, i as u32)));
+    } else {
+        order.extend(
+            dots.iter()
+                .zip(cnorms)
+                .enumerate()
+                .map(|(i, (&d, &c))| (c - 2.0 * d, i as u32)),
+        );
+    }
+    keep_best(order, nprobe);
+}
+
+/// Keeps the `nprobe` best (score, list) pairs, best first; ties go to the smaller list.
+pub fn keep_best(order: &mut Vec<(f32, u32)>, nprobe: usize) {
+    let by_score = |a: &(f32, u32), b: &(f32, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+    if nprobe < order.len() {
+        order.select_nth_unstable_by(nprobe - 1, by_score);
+        order.truncate(nprobe);
+    }
+    order.sort_unstable_by(by_score);
+}
 
 /// The grouped centroids (derived from the coarse centroids; rebuilt on load, never stored).
 #[derive(Clone, Debug)]
@@ -61,20 +132,8 @@ impl SuperRouting {
             None, centroids, &sup, &sup_norms, dim, false, &mut of, &mut sc,
         )
         .ok()?;
-        // Counting sort of the centroids by group; within a group, by list number.
-        let mut starts = vec![0usize; groups + 1];
-        for &g in &of {
-            starts[g as usize + 1] += 1;
-        }
-        for g in 0..groups {
-            starts[g + 1] += starts[g];
-        }
-        let mut fill = starts.clone();
-        let mut members = vec![0u32; nlist];
-        for (li, &g) in of.iter().enumerate() {
-            members[fill[g as usize]] = li as u32;
-            fill[g as usize] += 1;
-        }
+        // The centroids by group; within a group, by list number.
+        let (starts, members) = kmeans::members_by_cluster(&of, groups);
         let mut cent_f16 = Vec::with_capacity(nlist * dim);
         let mut cnorms = Vec::with_capacity(nlist);
         for &li in &members {
@@ -102,7 +161,7 @@ impl SuperRouting {
     /// nprobe, and never fewer than for the default nprobe (a small nprobe must still find its
     /// nearest lists, which can sit in the third or fourth group: see the module notes).
     pub fn want(nprobe: usize, nlist: usize) -> usize {
-        ROUTE_FACTOR * nprobe.max(crate::ivf::default_nprobe(nlist))
+        ROUTE_FACTOR * nprobe.max(default_nprobe(nlist))
     }
 
     /// Scores the candidate lists of query `q` into `order` as (score, list): the groups
@@ -291,7 +350,7 @@ mod recall_tests {
                     &mut d,
                     &mut order,
                 );
-                crate::ivf::keep_best(&mut order, nprobe);
+                keep_best(&mut order, nprobe);
                 let want = flat(&c, &norms, q, nprobe);
                 found += want
                     .iter()

@@ -1,0 +1,138 @@
+//! Building an index: `train` fits the coarse centroids and the u8 quantizer, `add` assigns
+//! vectors to their lists and appends them (`layout`).
+
+use super::{InvList, IvfIndex, Storage};
+use crate::error::{Interrupt, Result, VdbError};
+use crate::kmeans::{self, KMeansParams};
+use crate::metric::Metric;
+use crate::pool;
+use crate::quant::Sq8;
+use crate::validate;
+
+/// Vectors assigned between two interrupt checks.
+const ASSIGN_CHUNK: usize = 16 * 1024;
+
+impl IvfIndex {
+    /// Fits the coarse centroids (and the u8 quantizer) to `x`. Refused once vectors were added.
+    pub fn train(&mut self, x: &[f32], threads: Option<usize>, interrupt: Interrupt) -> Result<()> {
+        pool::check_threads(threads)?;
+        let n = validate::rows(x, self.dim, "training vectors")?;
+        validate::finite(x, self.dim, "training vectors")?;
+        if self.ntotal > 0 {
+            return crate::invalid!(
+                "this index already holds {} vectors; train a new IvfIndex instead of retraining",
+                self.ntotal
+            );
+        }
+        if n == 0 {
+            return crate::invalid!(
+                "no training vectors: expected an (n, {}) array with n >= 1",
+                self.dim
+            );
+        }
+        let nlist = self.nlist_for(n);
+        if nlist > n {
+            return crate::invalid!(
+                "nlist={nlist} needs at least {nlist} training vectors, got {n}"
+            );
+        }
+        let x = &*self.metric.prepare_rows(x, self.dim);
+        let mut params = KMeansParams::new(nlist, self.seed);
+        params.inner_product = self.metric.is_similarity();
+        params.spherical = self.metric == Metric::Cosine;
+        params.threads = threads;
+        let km = kmeans::kmeans(x, self.dim, &params, interrupt)?;
+        let sq = match self.storage {
+            Storage::U8F16 => Some(Sq8::train(x, self.dim, self.metric)),
+            _ => None,
+        };
+        // Commit only now: a failed or interrupted training leaves the index as it was.
+        self.set_centroids(km.centroids);
+        self.sq = sq;
+        self.lists = vec![InvList::default(); nlist];
+        Ok(())
+    }
+
+    /// Adds vectors with ids ntotal..ntotal+n, or with the given ids (>= 0).
+    pub fn add(
+        &mut self,
+        x: &[f32],
+        ids: Option<&[i64]>,
+        threads: Option<usize>,
+        interrupt: Interrupt,
+    ) -> Result<()> {
+        let n = self.check_add(x, ids, threads)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let x = &*self.metric.prepare_rows(x, self.dim);
+        // Nothing is mutated before every vector is assigned: an interrupted add leaves the
+        // index as it was.
+        let asg = self.assign_lists(x, threads, interrupt)?;
+        let exact = self.fill_lists(x, &asg, ids, threads)?;
+        self.codes_exact &= exact;
+        self.ntotal += n;
+        self.advise_huge_pages();
+        Ok(())
+    }
+
+    /// Checks the arguments of `add`; returns the number of vectors.
+    fn check_add(&self, x: &[f32], ids: Option<&[i64]>, threads: Option<usize>) -> Result<usize> {
+        let dim = self.dim;
+        pool::check_threads(threads)?;
+        let n = validate::rows(x, dim, "vectors")?;
+        if !self.is_trained() {
+            return Err(VdbError::NotReady(
+                "add before train: call train(sample) on this IvfIndex first".into(),
+            ));
+        }
+        validate::finite(x, dim, "vectors")?;
+        if let Some(ids) = ids {
+            if ids.len() != n {
+                return crate::invalid!(
+                    "ids has {} entries for {n} vectors; expected one id per vector",
+                    ids.len()
+                );
+            }
+            if let Some(p) = ids.iter().position(|&i| i < 0) {
+                return crate::invalid!(
+                    "ids[{p}] = {} is negative; expected ids >= 0 (-1 marks a missing result)",
+                    ids[p]
+                );
+            }
+        }
+        Ok(n)
+    }
+
+    /// The nearest list of every row of `x`, in interruptible chunks.
+    fn assign_lists(
+        &self,
+        x: &[f32],
+        threads: Option<usize>,
+        interrupt: Interrupt,
+    ) -> Result<Vec<u32>> {
+        let dim = self.dim;
+        let n = x.len() / dim;
+        let c_norms = kmeans::row_norms(&self.centroids, dim);
+        let mut asg = vec![0u32; n];
+        let mut score = vec![0f32; n];
+        for ((xs, a), s) in x
+            .chunks(ASSIGN_CHUNK * dim)
+            .zip(asg.chunks_mut(ASSIGN_CHUNK))
+            .zip(score.chunks_mut(ASSIGN_CHUNK))
+        {
+            kmeans::assign(
+                threads,
+                xs,
+                &self.centroids,
+                &c_norms,
+                dim,
+                self.metric.is_similarity(),
+                a,
+                s,
+            )?;
+            interrupt()?;
+        }
+        Ok(asg)
+    }
+}

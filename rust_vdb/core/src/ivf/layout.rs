@@ -1,0 +1,206 @@
+//! The inverted lists and their memory: what a list keeps per vector, how added rows are
+//! laid out (each list written front to back, lists in order), and the huge-page advice for
+//! the blocks the scan streams.
+
+use half::f16;
+use rayon::prelude::*;
+
+use super::{IvfIndex, Storage};
+use crate::error::Result;
+use crate::kernels::{kernels, Kernels};
+use crate::kmeans;
+use crate::metric::Metric;
+use crate::pool;
+use crate::quant::Sq8;
+
+/// One inverted list: row i of each block belongs to `ids[i]`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InvList {
+    pub ids: Vec<i64>,
+    /// dim u8 codes per vector ("u8+f16" only).
+    pub codes: Vec<u8>,
+    /// dim f16 values per vector ("f16" and "u8+f16").
+    pub vf16: Vec<f16>,
+    /// dim f32 values per vector ("f32" only).
+    pub vf32: Vec<f32>,
+    /// Per-vector `u8_row_term` of the codes ("u8+f16" with L2): lets the u8 prescore use
+    /// `l2_u8_batch_pre` (VNNI). Derived data: recomputed on load, never stored.
+    pub terms: Vec<i32>,
+}
+
+impl InvList {
+    /// Recomputes the derived per-vector terms (after loading).
+    pub fn fill_terms(&mut self, dim: usize) {
+        self.terms = self
+            .codes
+            .chunks_exact(dim)
+            .map(crate::kernels::scalar::u8_row_term)
+            .collect();
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+}
+
+/// Rows being added, with what encoding them into a list needs.
+struct NewRows<'a> {
+    x: &'a [f32],
+    dim: usize,
+    /// The caller's ids, else row i gets `base_id + i`.
+    ids: Option<&'a [i64]>,
+    base_id: i64,
+    storage: Storage,
+    metric: Metric,
+    sq: Option<&'a Sq8>,
+    kern: &'static Kernels,
+}
+
+impl NewRows<'_> {
+    /// Appends rows `members` (in that order) to list `l`, with `codes`/`halfs` as one row's
+    /// buffers; returns whether their u8 codes (and f16 values) give back the rows exactly.
+    fn append_to(
+        &self,
+        l: &mut InvList,
+        members: &[u32],
+        codes: &mut [u8],
+        halfs: &mut [f16],
+    ) -> bool {
+        let (dim, kern) = (self.dim, self.kern);
+        let mut exact = self.storage == Storage::U8F16 && self.metric == Metric::L2;
+        for &i in members {
+            let i = i as usize;
+            let row = &self.x[i * dim..(i + 1) * dim];
+            l.ids
+                .push(self.ids.map_or(self.base_id + i as i64, |ids| ids[i]));
+            match self.storage {
+                Storage::F32 => l.vf32.extend_from_slice(row),
+                Storage::F16 => {
+                    (kern.f32_to_f16)(row, halfs);
+                    l.vf16.extend_from_slice(halfs);
+                }
+                Storage::U8F16 => {
+                    let sq = self.sq.expect("u8+f16 index trained without quantizer");
+                    (kern.f32_to_f16)(row, halfs);
+                    l.vf16.extend_from_slice(halfs);
+                    sq.encode(row, codes);
+                    l.codes.extend_from_slice(codes);
+                    if !self.metric.is_similarity() {
+                        l.terms.push((kern.u8_row_term)(codes));
+                    }
+                    exact = exact
+                        && sq.is_exact(row, codes)
+                        && halfs.iter().zip(row).all(|(h, &v)| h.to_f32() == v);
+                }
+            }
+        }
+        exact
+    }
+}
+
+impl IvfIndex {
+    /// Appends the rows of `x` to their lists (`asg[i]` for row i), with the given ids or
+    /// ntotal.., and returns whether every new row's codes are exact (see `codes_exact`).
+    ///
+    /// Each list is filled from its own rows in input order, after every list was reserved
+    /// once in list order: a list's memory is then written front to back, lists in order, so
+    /// the scan streams pages that were first touched in that order.
+    pub(super) fn fill_lists(
+        &mut self,
+        x: &[f32],
+        asg: &[u32],
+        ids: Option<&[i64]>,
+        threads: Option<usize>,
+    ) -> Result<bool> {
+        let dim = self.dim;
+        let (start, members) = kmeans::members_by_cluster(asg, self.lists.len());
+        self.reserve_lists(&start);
+        let rows = NewRows {
+            x,
+            dim,
+            ids,
+            base_id: self.ntotal as i64,
+            storage: self.storage,
+            metric: self.metric,
+            sq: self.sq.as_ref(),
+            kern: kernels(),
+        };
+        let fill = |(codes, halfs): &mut (Vec<u8>, Vec<f16>), (li, l): (usize, &mut InvList)| {
+            rows.append_to(l, &members[start[li]..start[li + 1]], codes, halfs)
+        };
+        // Lists are independent: filled in parallel (each thread still writes whole lists).
+        let init = || (vec![0u8; dim], vec![f16::ZERO; dim]);
+        if threads == Some(1) {
+            let mut buf = init();
+            Ok(self
+                .lists
+                .iter_mut()
+                .enumerate()
+                .fold(true, |acc, item| fill(&mut buf, item) & acc))
+        } else {
+            pool::install(threads, || {
+                self.lists
+                    .par_iter_mut()
+                    .enumerate()
+                    .with_min_len(16)
+                    .map_init(init, fill)
+                    .reduce(|| true, |a, b| a && b)
+            })
+        }
+    }
+
+    /// Reserves room for the new rows of every list (`start` as from `members_by_cluster`):
+    /// first the blocks the scan streams, every list's in one pass (so they lie together, the
+    /// stretch `advise_huge_pages` collapses), then the ids and the rerank's f16 rows.
+    fn reserve_lists(&mut self, start: &[usize]) {
+        let (dim, storage, sim) = (self.dim, self.storage, self.metric.is_similarity());
+        for (li, l) in self.lists.iter_mut().enumerate() {
+            let c = start[li + 1] - start[li];
+            match storage {
+                Storage::F32 => l.vf32.reserve(c * dim),
+                Storage::F16 => l.vf16.reserve(c * dim),
+                Storage::U8F16 => {
+                    l.codes.reserve(c * dim);
+                    if !sim {
+                        l.terms.reserve(c);
+                    }
+                }
+            }
+        }
+        for (li, l) in self.lists.iter_mut().enumerate() {
+            let c = start[li + 1] - start[li];
+            l.ids.reserve(c);
+            if storage == Storage::U8F16 {
+                l.vf16.reserve(c * dim);
+            }
+        }
+    }
+
+    /// Asks for transparent huge pages under the blocks the scan streams (best effort,
+    /// `hugepages`): u8 codes and their terms, or the f16 / f32 rows. The rerank's scattered
+    /// f16 reads gain little from them, and collapsing costs a copy (~1 s for all 400 MB of
+    /// a 1M u8+f16 index, a third of that for its codes).
+    pub(crate) fn advise_huge_pages(&self) {
+        let mut bufs: Vec<(usize, usize)> = self
+            .lists
+            .iter()
+            .flat_map(|l| {
+                let f16 = if self.storage == Storage::F16 {
+                    l.vf16.len() * 2
+                } else {
+                    0
+                };
+                [
+                    (l.codes.as_ptr() as usize, l.codes.len()),
+                    (l.terms.as_ptr() as usize, l.terms.len() * 4),
+                    (l.vf16.as_ptr() as usize, f16),
+                    (l.vf32.as_ptr() as usize, l.vf32.len() * 4),
+                ]
+            })
+            .collect();
+        crate::hugepages::advise(&mut bufs);
+    }
+}

@@ -1,0 +1,288 @@
+//! IvfIndex: k-means coarse lists holding ids, u8 codes and f16 (or f32) vectors contiguously;
+//! search = route to nprobe lists -> scan (u8 prescore, or f16/f32) -> f16 rerank -> top k.
+//!
+//! This file holds the type, its parameters and accessors; `build` trains and adds, `layout`
+//! holds the inverted lists and their memory, `search` runs a search block by block through
+//! its stages: routing (`crate::route`), `prescore` (the list scans), `rerank` (rescoring and
+//! the top k).
+
+mod build;
+mod layout;
+mod prescore;
+mod rerank;
+mod search;
+
+use half::f16;
+
+use crate::defaults::default_nlist;
+pub use crate::defaults::{
+    default_nprobe, DEFAULT_NPROBE, DEFAULT_NPROBE_FRACTION, DEFAULT_RERANK,
+};
+use crate::error::{Result, VdbError};
+use crate::kmeans;
+use crate::metric::Metric;
+use crate::quant::Sq8;
+use crate::route::SuperRouting;
+use crate::validate;
+pub use layout::InvList;
+
+/// What the inverted lists keep per vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Storage {
+    /// f32 vectors, exact scan.
+    F32,
+    /// f16 vectors (half the bytes), scanned with an f32 query.
+    F16,
+    /// u8 codes scanned first, the best `rerank` rescored with their f16 vectors.
+    U8F16,
+}
+
+impl Storage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Storage::F32 => "f32",
+            Storage::F16 => "f16",
+            Storage::U8F16 => "u8+f16",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Storage> {
+        match s {
+            "f32" => Ok(Storage::F32),
+            "f16" => Ok(Storage::F16),
+            "u8+f16" => Ok(Storage::U8F16),
+            _ => Err(VdbError::InvalidInput(format!(
+                "unknown storage {s:?}; expected one of \"f32\", \"f16\", \"u8+f16\""
+            ))),
+        }
+    }
+
+    pub fn code(self) -> u8 {
+        match self {
+            Storage::F32 => 0,
+            Storage::F16 => 1,
+            Storage::U8F16 => 2,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<Storage> {
+        match c {
+            0 => Some(Storage::F32),
+            1 => Some(Storage::F16),
+            2 => Some(Storage::U8F16),
+            _ => None,
+        }
+    }
+}
+
+/// Search parameters after defaults were applied and checked.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchParams {
+    pub k: usize,
+    pub nprobe: usize,
+    pub rerank: usize,
+    /// rerank was not given and the codes are exact: queries whose own codes are exact skip it.
+    pub rerank_auto: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct IvfIndex {
+    pub(crate) dim: usize,
+    pub(crate) metric: Metric,
+    pub(crate) storage: Storage,
+    pub(crate) seed: u64,
+    /// The nlist asked for at construction (None: chosen from the training set size).
+    pub(crate) nlist_request: Option<usize>,
+    /// nlist rows of dim (empty until trained).
+    pub(crate) centroids: Vec<f32>,
+    /// Squared norms of the centroids (derived: routing scores ||c||^2 - 2 <q, c>).
+    pub(crate) cnorms: Vec<f32>,
+    /// The centroids as f16 (derived). Centroids are rounded to f16 values when set, so this
+    /// copy holds the same numbers in half the bytes: single-query routing streams it (the
+    /// centroid scan is memory-bound there: 2 MB of f32 per query at 1M), batch routing
+    /// multiplies the f32 copy.
+    pub(crate) centroids_f16: Vec<f16>,
+    /// The centroids grouped for two-level routing (derived; None below route::MIN_NLIST
+    /// lists and for "ip", where a group's centre says little about its members' products).
+    pub(crate) routing: Option<SuperRouting>,
+    pub(crate) sq: Option<Sq8>,
+    pub(crate) lists: Vec<InvList>,
+    pub(crate) ntotal: usize,
+    /// u8+f16 with L2: every stored vector's u8 codes decode exactly to its f16 values (integer
+    /// data such as SIFT, step 1). The u8 distance of a query whose own codes are exact is then
+    /// the f16 distance itself, so the default search skips the rerank for such queries: same
+    /// results, none of its scattered f16 reads. Derived: kept up by `add`, recomputed on load.
+    pub(crate) codes_exact: bool,
+}
+
+impl IvfIndex {
+    pub fn new(
+        dim: usize,
+        nlist: Option<usize>,
+        metric: Metric,
+        storage: Storage,
+        seed: u64,
+    ) -> Result<IvfIndex> {
+        if dim == 0 {
+            return crate::invalid!("dim=0: expected dim >= 1");
+        }
+        if nlist == Some(0) {
+            return crate::invalid!("nlist=0: expected None (4*sqrt(n_train)) or nlist >= 1");
+        }
+        Ok(IvfIndex {
+            dim,
+            metric,
+            storage,
+            seed,
+            nlist_request: nlist,
+            centroids: Vec::new(),
+            cnorms: Vec::new(),
+            centroids_f16: Vec::new(),
+            routing: None,
+            sq: None,
+            lists: Vec::new(),
+            ntotal: 0,
+            codes_exact: storage == Storage::U8F16 && metric == Metric::L2,
+        })
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+    pub fn storage(&self) -> Storage {
+        self.storage
+    }
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    pub fn is_trained(&self) -> bool {
+        !self.centroids.is_empty()
+    }
+    /// The number of lists: the trained count, else the requested one (None before training
+    /// when chosen from the data).
+    pub fn nlist(&self) -> Option<usize> {
+        if self.is_trained() {
+            Some(self.lists.len())
+        } else {
+            self.nlist_request
+        }
+    }
+    pub fn ntotal(&self) -> usize {
+        self.ntotal
+    }
+    pub fn centroids(&self) -> &[f32] {
+        &self.centroids
+    }
+    pub fn lists(&self) -> &[InvList] {
+        &self.lists
+    }
+    pub fn quantizer(&self) -> Option<&Sq8> {
+        self.sq.as_ref()
+    }
+
+    /// Installs trained or loaded centroids, rounded to f16 values, with their derived data.
+    pub(crate) fn set_centroids(&mut self, mut c: Vec<f32>) {
+        for v in c.iter_mut() {
+            *v = f16::from_f32(*v).to_f32();
+        }
+        self.cnorms = kmeans::row_norms(&c, self.dim);
+        self.centroids_f16 = c.iter().map(|&v| f16::from_f32(v)).collect();
+        self.routing = match self.metric {
+            Metric::Ip => None,
+            _ => SuperRouting::build(&c, self.dim, self.seed),
+        };
+        self.centroids = c;
+    }
+
+    /// Whether the default search may skip the rerank for exactly coded queries (see the field).
+    pub fn codes_exact(&self) -> bool {
+        self.codes_exact
+    }
+
+    /// `codes_exact` from the stored codes and f16 vectors (after loading).
+    pub(crate) fn compute_codes_exact(&self) -> bool {
+        let (Storage::U8F16, Metric::L2, Some(sq)) = (self.storage, self.metric, self.sq.as_ref())
+        else {
+            return false;
+        };
+        let dim = self.dim;
+        let mut vals = vec![0f32; dim];
+        self.lists.iter().all(|l| {
+            l.codes
+                .chunks_exact(dim)
+                .zip(l.vf16.chunks_exact(dim))
+                .all(|(c, h)| {
+                    vals.iter_mut().zip(h).for_each(|(v, h)| *v = h.to_f32());
+                    sq.is_exact(&vals, c)
+                })
+        })
+    }
+
+    /// Memory held by codes, vectors, centroids, ids and quantizer tables.
+    pub fn bytes(&self) -> usize {
+        let lists: usize = self
+            .lists
+            .iter()
+            .map(|l| {
+                l.ids.len() * 8
+                    + l.codes.len()
+                    + l.vf16.len() * 2
+                    + l.vf32.len() * 4
+                    + l.terms.len() * 4
+            })
+            .sum();
+        let sq = self
+            .sq
+            .as_ref()
+            .map_or(0, |s| (s.vmin.len() + s.step.len()) * 4);
+        let routing = self.routing.as_ref().map_or(0, SuperRouting::bytes);
+        lists + self.centroids.len() * 4 + self.centroids_f16.len() * 2 + sq + routing
+    }
+
+    /// nlist for a training set of n vectors: the requested one, else round(4 sqrt(n)).
+    pub fn nlist_for(&self, n: usize) -> usize {
+        self.nlist_request.unwrap_or_else(|| default_nlist(n))
+    }
+
+    /// Applies defaults and checks k, nprobe, rerank against this index.
+    pub fn params(
+        &self,
+        k: usize,
+        nprobe: Option<usize>,
+        rerank: Option<usize>,
+    ) -> Result<SearchParams> {
+        if !self.is_trained() {
+            return Err(VdbError::NotReady(
+                "search before train: call train(sample) and add(vectors) first".into(),
+            ));
+        }
+        validate::k(k, self.ntotal)?;
+        let nlist = self.lists.len();
+        let nprobe = match nprobe {
+            None => default_nprobe(nlist),
+            Some(p) if p == 0 || p > nlist => {
+                return crate::invalid!("nprobe={p} is outside 1..={nlist} (nlist of this index)")
+            }
+            Some(p) => p,
+        };
+        let rerank_auto = rerank.is_none() && self.codes_exact;
+        let rerank = match rerank {
+            None => DEFAULT_RERANK.max(k),
+            Some(r) if r > 0 && r < k => {
+                return crate::invalid!(
+                    "rerank={r} is below k={k}; expected 0 (u8 results alone) or rerank >= k"
+                )
+            }
+            Some(r) => r,
+        };
+        Ok(SearchParams {
+            k,
+            nprobe,
+            rerank,
+            rerank_auto,
+        })
+    }
+}

@@ -1,0 +1,251 @@
+//! The prescore: every probed list scanned against the block's queries that probe it (u8
+//! codes keeping the best `rerank` candidates, or f16 / f32 vectors keeping the best k), into
+//! one heap per query. A single query may split its lists across threads.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::search::Scratch;
+use super::{IvfIndex, SearchParams, Storage};
+use crate::kernels::Kernels;
+use crate::pool;
+use crate::search_stats::SearchStats;
+use crate::topk::Reservoir;
+
+/// A single query searched with several threads splits its scan across them only when its
+/// probed lists hold at least this many vectors (below, the hand-off costs more than it saves).
+const SPLIT_MIN_CODES: usize = 2048;
+
+impl IvfIndex {
+    /// Readies the block's m queries for the scan: their u8 codes (l2) or step-scaled values
+    /// and offsets (ip, cosine) for a u8+f16 index, whether each is reranked, and its heap.
+    pub(super) fn prepare_prescore(&self, p: &SearchParams, m: usize, s: &mut Scratch) {
+        let dim = self.dim;
+        let sq = self.sq.as_ref();
+        if let (Storage::U8F16, Some(sq)) = (self.storage, sq) {
+            if self.metric.is_similarity() {
+                s.qscaled.resize(m * dim, 0.0);
+                s.bias.clear();
+                for (q, sc) in s
+                    .qblock
+                    .chunks_exact(dim)
+                    .zip(s.qscaled.chunks_exact_mut(dim))
+                {
+                    s.bias.push(sq.ip_query(q, sc));
+                }
+            } else {
+                s.qcodes.resize(m * dim, 0);
+                for (q, c) in s
+                    .qblock
+                    .chunks_exact(dim)
+                    .zip(s.qcodes.chunks_exact_mut(dim))
+                {
+                    sq.encode(q, c);
+                }
+            }
+        }
+        // Per query: rerank the best `rerank` u8 candidates, or keep the u8 top k (rerank 0,
+        // or the default on exact codes for a query whose own codes are exact).
+        let rerank = self.storage == Storage::U8F16 && p.rerank > 0;
+        s.rerank_q.clear();
+        for qi in 0..m {
+            let exact = p.rerank_auto
+                && sq.is_some_and(|sq| {
+                    sq.is_exact(
+                        &s.qblock[qi * dim..(qi + 1) * dim],
+                        &s.qcodes[qi * dim..(qi + 1) * dim],
+                    )
+                });
+            s.rerank_q.push(rerank && !exact);
+        }
+        if s.heaps.len() < m {
+            s.heaps.resize_with(m, Reservoir::default);
+        }
+        for (h, &rq) in s.heaps[..m].iter_mut().zip(&s.rerank_q) {
+            h.reset(if rq { p.rerank } else { p.k });
+        }
+    }
+
+    /// Scans every probe of `s.probes` into the heaps of its query. With `split` > 1 (a block
+    /// of one query) and at least SPLIT_MIN_CODES vectors to scan, the lists are shared out
+    /// over that many threads of the `split_pool` pool.
+    pub(super) fn prescore(
+        &self,
+        kern: &Kernels,
+        s: &mut Scratch,
+        split: usize,
+        split_pool: Option<usize>,
+        stats: &mut SearchStats,
+    ) {
+        let planned: usize = s
+            .probes
+            .iter()
+            .map(|&v| self.lists[(v >> 32) as usize].len())
+            .sum();
+        stats.codes_scanned += planned as u64;
+        stats.bytes_scanned += (planned * self.row_bytes()) as u64;
+        let parts = if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 {
+            self.scan_split(kern, s, split, split_pool)
+        } else {
+            None
+        };
+        if let Some(parts) = parts {
+            let heap = &mut s.heaps[0];
+            for h in parts.iter().flatten() {
+                if h.score <= heap.threshold() {
+                    heap.push(h.score, h.id, h.payload);
+                }
+            }
+            stats.threads = parts.len() as u64;
+        } else {
+            let dim = self.dim;
+            for &visit in &s.probes {
+                let li = (visit >> 32) as usize;
+                let qi = (visit & 0xFFFF_FFFF) as usize;
+                let qv = QueryView::of(dim, &s.qblock, &s.qcodes, &s.qscaled, &s.bias, qi);
+                self.scan_list(kern, li, &qv, &mut s.heaps[qi], &mut s.ubuf, &mut s.fbuf);
+            }
+        }
+    }
+
+    /// One query, several threads: each scans a share of its lists into a heap of its own;
+    /// the union's best are the same hits a single heap keeps (hits are ordered by score,
+    /// then id). Returns each thread's hits, or None when the pool could not run them.
+    fn scan_split(
+        &self,
+        kern: &Kernels,
+        s: &Scratch,
+        split: usize,
+        split_pool: Option<usize>,
+    ) -> Option<Vec<Vec<crate::topk::Hit<u64>>>> {
+        let qv = QueryView::of(self.dim, &s.qblock, &s.qcodes, &s.qscaled, &s.bias, 0);
+        let cap = s.heaps[0].k();
+        let probes = &s.probes;
+        // Each run takes the next unscanned list: a helper that wakes late takes fewer.
+        let next = AtomicUsize::new(0);
+        let work = || {
+            let (mut heap, mut ubuf, mut fbuf) = (Reservoir::new(cap), vec![], vec![]);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&visit) = probes.get(i) else { break };
+                let li = (visit >> 32) as usize;
+                self.scan_list(kern, li, &qv, &mut heap, &mut ubuf, &mut fbuf);
+            }
+            let mut hits = Vec::new();
+            heap.drain_sorted(&mut hits);
+            hits
+        };
+        pool::run_shared(split - 1, split_pool, &work).ok()
+    }
+
+    /// Bytes the scan reads per stored vector.
+    fn row_bytes(&self) -> usize {
+        let dim = self.dim;
+        match (self.storage, self.metric.is_similarity()) {
+            (Storage::U8F16, false) => dim + 4, // code + its l2 term
+            (Storage::U8F16, true) => dim,
+            (Storage::F16, _) => 2 * dim,
+            (Storage::F32, _) => 4 * dim,
+        }
+    }
+
+    /// Scores list `li` against one query and offers the rows that can enter to its heap:
+    /// u8 codes (l2 through the VNNI-ready terms, ip/cosine through step-scaled values), or
+    /// the f16 / f32 vectors themselves. `ubuf`/`fbuf` are reused score buffers.
+    fn scan_list(
+        &self,
+        kern: &Kernels,
+        li: usize,
+        qv: &QueryView,
+        heap: &mut Reservoir<u64>,
+        ubuf: &mut Vec<u32>,
+        fbuf: &mut Vec<f32>,
+    ) {
+        let list = &self.lists[li];
+        let n = list.len();
+        if n == 0 {
+            return;
+        }
+        let loc = (li as u64) << 32;
+        match (self.storage, self.metric.is_similarity()) {
+            (Storage::U8F16, false) => {
+                ubuf.resize(n, 0);
+                let out = &mut ubuf[..n];
+                (kern.l2_u8_batch_pre)(qv.qcode, &list.codes, &list.terms, out);
+                let mut thr = heap.threshold();
+                for (j, &v) in out.iter().enumerate() {
+                    let sc = v as f32;
+                    if sc <= thr {
+                        heap.push(sc, list.ids[j], loc | j as u64);
+                        thr = heap.threshold();
+                    }
+                }
+            }
+            (Storage::U8F16, true) => {
+                fbuf.resize(n, 0.0);
+                let out = &mut fbuf[..n];
+                (kern.dot_f32_u8_batch)(qv.qscaled, &list.codes, out);
+                let mut thr = heap.threshold();
+                for (j, &v) in out.iter().enumerate() {
+                    let sc = -(qv.bias + v);
+                    if sc <= thr {
+                        heap.push(sc, list.ids[j], loc | j as u64);
+                        thr = heap.threshold();
+                    }
+                }
+            }
+            (storage, sim) => {
+                fbuf.resize(n, 0.0);
+                let out = &mut fbuf[..n];
+                let q = qv.q;
+                match (storage, sim) {
+                    (Storage::F32, false) => (kern.l2_f32_batch)(q, &list.vf32, out),
+                    (Storage::F32, true) => (kern.dot_f32_batch)(q, &list.vf32, out),
+                    (_, false) => (kern.l2_f32_f16_batch)(q, &list.vf16, out),
+                    (_, true) => (kern.dot_f32_f16_batch)(q, &list.vf16, out),
+                }
+                push_all(heap, out, &list.ids, loc, sim);
+            }
+        }
+    }
+}
+
+/// One query as the list scan needs it: the (normalised) f32 query, and for u8 codes its
+/// own codes (l2) or step-scaled values and offset (ip, cosine); unused parts are empty.
+struct QueryView<'a> {
+    q: &'a [f32],
+    qcode: &'a [u8],
+    qscaled: &'a [f32],
+    bias: f32,
+}
+
+impl<'a> QueryView<'a> {
+    fn of(
+        dim: usize,
+        qblock: &'a [f32],
+        qcodes: &'a [u8],
+        qscaled: &'a [f32],
+        bias: &[f32],
+        qi: usize,
+    ) -> Self {
+        let row = qi * dim..(qi + 1) * dim;
+        QueryView {
+            q: &qblock[row.clone()],
+            qcode: qcodes.get(row.clone()).unwrap_or(&[]),
+            qscaled: qscaled.get(row).unwrap_or(&[]),
+            bias: bias.get(qi).copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// Pushes a list's scores into the heap, skipping those that cannot enter.
+#[inline]
+fn push_all(heap: &mut Reservoir<u64>, scores: &[f32], ids: &[i64], loc: u64, negate: bool) {
+    let mut thr = heap.threshold();
+    for (j, &v) in scores.iter().enumerate() {
+        let sc = if negate { -v } else { v };
+        if sc <= thr {
+            heap.push(sc, ids[j], loc | j as u64);
+            thr = heap.threshold();
+        }
+    }
+}

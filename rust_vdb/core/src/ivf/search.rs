@@ -1,0 +1,252 @@
+//! Search: the entry point cuts the queries into blocks; a block runs the stages on one
+//! thread with its scratch buffers: routing (which lists each query probes), the prescore
+//! (`prescore`: scan the probed lists, keep candidates), the rerank and top k (`rerank`).
+
+use std::cell::RefCell;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use super::{IvfIndex, SearchParams};
+use crate::error::{Interrupt, Result};
+use crate::kernels::{kernels, Kernels};
+use crate::metric::{normalize_rows, Metric};
+use crate::pool;
+use crate::route::{self, SuperRouting, ROUTE_BLOCK};
+use crate::search_stats::SearchStats;
+use crate::topk::{Hit, Reservoir, TopK};
+use crate::validate;
+
+/// Queries searched together by one task: the lists they share are scanned back to back.
+/// Parallel calls use smaller blocks when there are too few queries to keep threads busy.
+const SCAN_BLOCK: usize = 1024;
+/// Queries between two interrupt checks.
+const INTERRUPT_EVERY: usize = 1024;
+
+/// Per-thread buffers reused across queries and calls: a search allocates nothing per query.
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// The block's (normalised) queries, and inner products of a sub-block with every centroid.
+    pub qblock: Vec<f32>,
+    pub dots: Vec<f32>,
+    pub order: Vec<(f32, u32)>,
+    /// Two-level routing: the groups of one query, best first.
+    pub groups: Vec<(f32, u32)>,
+    /// (list << 32 | query) for every probe of the block, sorted: the visiting order.
+    pub probes: Vec<u64>,
+    /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
+    pub qcodes: Vec<u8>,
+    /// Per query of the block: whether its u8 candidates are rescored with f16.
+    pub rerank_q: Vec<bool>,
+    pub qscaled: Vec<f32>,
+    pub bias: Vec<f32>,
+    pub fbuf: Vec<f32>,
+    pub ubuf: Vec<u32>,
+    /// Per query of the block: the best candidates, payload = (list << 32 | row).
+    pub heaps: Vec<Reservoir<u64>>,
+    pub best: TopK<()>,
+    pub cand_sorted: Vec<Hit<u64>>,
+    pub best_sorted: Vec<Hit<()>>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+impl IvfIndex {
+    /// The k best of each query: (distances, ids), nq * k each, best first.
+    pub fn search(
+        &self,
+        queries: &[f32],
+        k: usize,
+        nprobe: Option<usize>,
+        rerank: Option<usize>,
+        threads: Option<usize>,
+        interrupt: Interrupt,
+    ) -> Result<(Vec<f32>, Vec<i64>, SearchStats)> {
+        let dim = self.dim;
+        let nq = validate::rows(queries, dim, "queries")?;
+        let p = self.params(k, nprobe, rerank)?;
+        validate::finite(queries, dim, "queries")?;
+        pool::check_threads(threads)?;
+        let t0 = Instant::now();
+        let mut d = vec![0f32; nq * k];
+        let mut ids = vec![0i64; nq * k];
+        let mut stats = SearchStats::default();
+        let sequential = nq <= 1 || threads == Some(1);
+        // One block per thread, none larger than SCAN_BLOCK: the larger the block, the more
+        // queries share each scan of a list.
+        let nthreads = if sequential {
+            1
+        } else {
+            pool::effective_threads(threads)
+        };
+        // A single query may still use several threads: over its lists, not over queries.
+        let split = if nq == 1 && threads != Some(1) {
+            pool::effective_threads(threads)
+        } else {
+            1
+        };
+        let block = nq
+            .min(INTERRUPT_EVERY)
+            .div_ceil(nthreads)
+            .clamp(8, SCAN_BLOCK);
+        for (ci, ((qs, dd), ii)) in queries
+            .chunks(INTERRUPT_EVERY * dim)
+            .zip(d.chunks_mut(INTERRUPT_EVERY * k))
+            .zip(ids.chunks_mut(INTERRUPT_EVERY * k))
+            .enumerate()
+        {
+            // Between chunks only: a call of one chunk never re-takes the interpreter.
+            if ci > 0 {
+                interrupt()?;
+            }
+            let s = if sequential {
+                let mut s = SearchStats::default();
+                for ((qs, dd), ii) in qs
+                    .chunks(SCAN_BLOCK * dim)
+                    .zip(dd.chunks_mut(SCAN_BLOCK * k))
+                    .zip(ii.chunks_mut(SCAN_BLOCK * k))
+                {
+                    s.merge(&self.search_block(qs, &p, dd, ii, split, threads));
+                }
+                s
+            } else {
+                pool::install(threads, || {
+                    qs.par_chunks(block * dim)
+                        .zip(dd.par_chunks_mut(block * k))
+                        .zip(ii.par_chunks_mut(block * k))
+                        .map(|((qs, dd), ii)| self.search_block(qs, &p, dd, ii, 1, None))
+                        .reduce(SearchStats::default, |mut a, b| {
+                            a.merge(&b);
+                            a
+                        })
+                })?
+            };
+            stats.merge(&s);
+        }
+        stats.threads = if sequential {
+            stats.threads.max(1)
+        } else {
+            pool::effective_threads(threads).min(nq) as u64
+        };
+        stats.wall_s = t0.elapsed().as_secs_f64();
+        Ok((d, ids, stats))
+    }
+
+    /// Searches a block of queries on the current thread with its scratch buffers: route
+    /// every query, then visit the probed lists in list order, scoring each list against all
+    /// the block's queries that probe it while its codes are in cache, then rerank per query.
+    /// Results do not depend on the visiting order (the heaps order hits by score, then id).
+    ///
+    /// A block of one query with `split_threads` > 1 scans its lists on that many threads of
+    /// the `split_pool` pool (see `prescore`).
+    fn search_block(
+        &self,
+        qs: &[f32],
+        p: &SearchParams,
+        out_d: &mut [f32],
+        out_i: &mut [i64],
+        split_threads: usize,
+        split_pool: Option<usize>,
+    ) -> SearchStats {
+        SCRATCH.with(|cell| {
+            let mut guard = cell.borrow_mut();
+            let s = &mut *guard;
+            let mut stats = SearchStats::default();
+            let kern = kernels();
+            let m = qs.len() / self.dim;
+            let t0 = Instant::now();
+
+            self.route_block(kern, qs, p.nprobe, s, &mut stats);
+            let t1 = Instant::now();
+            stats.routing_s += (t1 - t0).as_secs_f64();
+            stats.lists_probed += (m * p.nprobe) as u64;
+            stats.nq += m as u64;
+
+            self.prepare_prescore(p, m, s);
+            let split = if m == 1 { split_threads } else { 1 };
+            self.prescore(kern, s, split, split_pool, &mut stats);
+            let t2 = Instant::now();
+            stats.prescore_s += (t2 - t1).as_secs_f64();
+
+            self.rerank_topk(kern, p, m, s, out_d, out_i, &mut stats);
+            let t3 = Instant::now();
+            if s.rerank_q[..m].iter().any(|&r| r) {
+                stats.rerank_s += (t3 - t2).as_secs_f64();
+            } else {
+                stats.topk_s += (t3 - t2).as_secs_f64();
+            }
+            stats
+        })
+    }
+
+    /// Routing: copies the block's queries into `s.qblock` (normalised for cosine) and fills
+    /// `s.probes` with every (list << 32 | query) probe, sorted so that each list's queries
+    /// follow one another. Two-level routing goes query by query; flat routing scores every
+    /// centroid with a matrix product per sub-block of `ROUTE_BLOCK` queries.
+    fn route_block(
+        &self,
+        kern: &Kernels,
+        qs: &[f32],
+        nprobe: usize,
+        s: &mut Scratch,
+        stats: &mut SearchStats,
+    ) {
+        let (dim, nlist) = (self.dim, self.lists.len());
+        let sim = self.metric.is_similarity();
+        let m = qs.len() / dim;
+        s.qblock.clear();
+        s.qblock.extend_from_slice(qs);
+        if self.metric == Metric::Cosine {
+            normalize_rows(&mut s.qblock, dim);
+        }
+        s.probes.clear();
+        let two_level = self
+            .routing
+            .as_ref()
+            .filter(|_| SuperRouting::applies(nprobe, nlist));
+        if let Some(r) = two_level {
+            // Each query scores only the centroids of its nearest groups.
+            let want = SuperRouting::want(nprobe, nlist);
+            for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
+                let scored =
+                    r.candidates(kern, q, want, sim, &mut s.groups, &mut s.dots, &mut s.order);
+                stats.centroids_scored += scored as u64;
+                // f32 super-centroids, then the f16 centroids of the opened groups
+                let groups = r.groups();
+                stats.bytes_scanned += (groups * 4 * dim + (scored - groups) * 2 * dim) as u64;
+                route::keep_best(&mut s.order, nprobe);
+                s.probes.extend(
+                    s.order
+                        .iter()
+                        .map(|&(_, li)| ((li as u64) << 32) | qi as u64),
+                );
+            }
+        } else {
+            for (bi, sub) in s.qblock.chunks(ROUTE_BLOCK * dim).enumerate() {
+                let mb = sub.len() / dim;
+                s.dots.resize(mb * nlist, 0.0);
+                route::centroid_dots(
+                    kern,
+                    sub,
+                    mb,
+                    &self.centroids,
+                    &self.centroids_f16,
+                    dim,
+                    &mut s.dots,
+                );
+                for qi in 0..mb {
+                    let dots = &s.dots[qi * nlist..(qi + 1) * nlist];
+                    route::select_lists(dots, &self.cnorms, sim, nprobe, &mut s.order);
+                    let q = (bi * ROUTE_BLOCK + qi) as u64;
+                    s.probes
+                        .extend(s.order.iter().map(|&(_, li)| ((li as u64) << 32) | q));
+                }
+            }
+            stats.centroids_scored += (m * nlist) as u64;
+            stats.bytes_scanned += route::centroid_bytes(m, nlist, dim) as u64;
+        }
+        s.probes.sort_unstable();
+    }
+}
