@@ -3,8 +3,8 @@
 //! An index's lists are many small buffers (32 KiB of codes per list at 1M), each in its own
 //! allocation, so neither the allocator nor the kernel backs them with huge pages by itself.
 //! One query reads ~50 random lists; with 4 KiB pages every list costs TLB misses (nested page
-//! walks in a VM). Advising the stretches the lists occupy took single-query QPS on a freshly
-//! built synth-sift-1m index from 3,869-4,179 to 4,785-5,002 (perf.md section 7).
+//! walks in a VM). Advising the stretches the lists occupy backs them with 2 MiB pages where
+//! the kernel allows it, which removes most of those misses.
 
 const HUGE: usize = 2 << 20;
 

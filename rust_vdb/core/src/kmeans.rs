@@ -9,8 +9,7 @@ use crate::pool;
 use crate::rng::Rng;
 
 /// Points per assignment task: fixed, so the work split never depends on the thread count.
-/// Each task's matrix product packs every centroid once: 1024 points amortise that 4x better
-/// than 256 did (packing was 8% of training at 100k).
+/// Each task's matrix product packs every centroid once, so larger tasks amortise the packing.
 const CHUNK: usize = 1024;
 /// Points assigned between two interrupt checks in a k-means iteration (a multiple of CHUNK).
 const INTERRUPT_POINTS: usize = 16 * CHUNK;
@@ -44,9 +43,8 @@ impl KMeansParams {
             tol: 1e-4,
             seed,
             max_points_per_centroid: 256,
-            // 4, not 16: seeding streams its whole sample once per centroid, and 16 x 4000
-            // points (32 MB) do not stay in cache: 6.7 s of a 36 s training at 1M, against
-            // 0.8 s with 4, at equal recall (perf.md section 7).
+            // 4, not 16: seeding streams its whole sample once per centroid, and 16 points per
+            // centroid at 4000 centroids (32 MB) do not stay in cache; 4 give equal recall.
             init_points_per_centroid: 4,
             inner_product: false,
             spherical: false,
