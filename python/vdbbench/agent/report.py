@@ -515,18 +515,17 @@ def _cmd_report(args) -> int:
         if args.html:  # the session page (vdbbench.pages.session) instead of the PNG
             from vdbbench.pages.session import write_session_page
 
-            out = Path(args.output) if args.output else journal_path(run).parent / "session.html"
-            write_session_page(run, out)
-            print_report(events)
-            print(f"wrote {out}: the session page (self-contained HTML; click a submission for its diff)")
-            return 0
-        out = Path(args.output) if args.output else journal_path(run).parent / "staircase.png"
-        staircase(run, out, log=_scale(args))
+            out = write_session_page(run, Path(args.output) if args.output else journal_path(run).parent / "session.html")
+        else:
+            out = Path(args.output) if args.output else journal_path(run).parent / "staircase.png"
+            staircase(run, out, log=_scale(args))
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{exc.filename or args.run}: {exc.strerror or exc}") from None
-    print_report(events, png=str(out))
+    print_report(events, png=None if args.html else str(out))
+    if args.html:
+        print(f"wrote {out}: the session page (self-contained HTML; click a submission for its diff)")
     if args.json:
         write_json(events, Path(args.json))
     return 0

@@ -87,6 +87,10 @@ def _figures(ev: Mapping[str, Any] | None) -> dict | None:
     }
 
 
+def _last(window: Sequence[Mapping[str, Any]], type_: str, pred=lambda e: True) -> Mapping[str, Any] | None:
+    return next((e for e in reversed(window) if e.get("type") == type_ and pred(e)), None)
+
+
 def submissions(events: Sequence[Mapping[str, Any]], ws: Path | None = None) -> list[dict]:
     """One record per submission (decision), with everything the page shows when it is clicked.
 
@@ -108,12 +112,11 @@ def submissions(events: Sequence[Mapping[str, Any]], ws: Path | None = None) -> 
         if kind != "decision":
             window.append(e)
             continue
-        last = lambda t, pred=lambda ev: True: next((w for w in reversed(window) if w.get("type") == t and pred(w)), None)  # noqa: E731
-        heldout = last("evaluation", lambda w: w.get("split", "heldout") == "heldout")
-        fresh = last("evaluation", lambda w: w.get("split") == "fresh")
-        audit = last("audit")
-        said = last("assistant", lambda w: any((c or {}).get("name") == "submit" for c in w.get("tool_calls") or []))
-        build, tests = last("build"), last("tests")
+        heldout = _last(window, "evaluation", lambda w: w.get("split", "heldout") == "heldout")
+        fresh = _last(window, "evaluation", lambda w: w.get("split") == "fresh")
+        audit = _last(window, "audit")
+        said = _last(window, "assistant", lambda w: any((c or {}).get("name") == "submit" for c in w.get("tool_calls") or []))
+        build, tests = _last(window, "build"), _last(window, "tests")
         outcome = str(e.get("outcome"))
         diff, source = e.get("diff"), "journal"
         if not diff and ws is not None:
@@ -144,7 +147,7 @@ def references(events: Sequence[Mapping[str, Any]]) -> list[dict]:
     refs: dict[str, dict] = {}
     for e in events:
         if e.get("type") == "reference" and isinstance(e.get("qps"), (int, float)) and e["qps"] > 0:
-            label = str(e.get("label") or e.get("name") or "reference engine")
+            label = str(e.get("label") or e.get("name") or e.get("engine") or "reference engine")
             refs[label] = {"label": label, "qps": float(e["qps"]), "recall10": e.get("recall10")}
     return list(refs.values())
 
@@ -303,7 +306,13 @@ function wire() {
   const gd = document.getElementById("staircase");
   if (gd && gd.on) gd.on("plotly_click", ev => {
     const p = ev.points && ev.points[0];
-    if (p && p.customdata != null) { show(p.customdata[0]); document.getElementById("detail").scrollIntoView({behavior: "smooth", block: "start"}); }
+    if (p && p.customdata != null) {
+      show(p.customdata[0]);
+      // Bring the panel's top into view when it is below the window, and no further: the
+      // staircase stays on screen for the next click where the window is tall enough.
+      const top = document.getElementById("detail").getBoundingClientRect().top;
+      if (top > window.innerHeight - 120) window.scrollBy(0, top - window.innerHeight + 240);
+    }
   });
   document.querySelectorAll("tr[data-n]").forEach(tr => tr.addEventListener("click", () => show(Number(tr.dataset.n))));
   const m = /^#it-(\d+)$/.exec(location.hash);
