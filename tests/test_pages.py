@@ -184,6 +184,11 @@ def run_with_workspace(tmp_path: Path) -> tuple[Path, JournalBuilder, str]:
     (ws / "src" / "lib.rs").write_text("const PASSES: usize = 1;\n")
     git(ws, "commit", "-q", "-am", "iteration 2: one pass")
     sha = git(ws, "rev-parse", "HEAD")
+    # A flagged submission's commit: prepared for the audit, never on the branch.
+    (ws / "src" / "lib.rs").write_text("const PASSES: usize = 0;\n")
+    git(ws, "add", "-A")
+    flagged = git(ws, "commit-tree", git(ws, "write-tree"), "-p", "HEAD", "-m", "iteration 4: zero passes")
+    git(ws, "reset", "-q", "--hard", "HEAD")
 
     j = JournalBuilder()
     j.start()
@@ -196,6 +201,9 @@ def run_with_workspace(tmp_path: Path) -> tuple[Path, JournalBuilder, str]:
     j.add("assistant", content="One pass is enough.", reasoning_content="think", tool_calls=[{"id": "c", "name": "submit", "arguments": "{}"}])
     j.submit("accepted", qps=400.0, recall=0.99, message="one pass", commit=sha, diff_stat="1 file changed, 1 insertion(+), 1 deletion(-)")
     j.submit("slower", qps=390.0, recall=0.99, message="unrolled", reason="not a real gain")
+    j.add("audit", commit=flagged, verdict="flagged", findings=["fresh queries 10x slower"], fresh_qps=40.0,
+          fresh_recall10=0.99, jump_factor=25.0)
+    j.submit("flagged", qps=10_000.0, recall=0.99, message="zero passes", reason="the audit flagged it")
     j.write(run)
     return run, j, sha
 
@@ -203,8 +211,9 @@ def run_with_workspace(tmp_path: Path) -> tuple[Path, JournalBuilder, str]:
 def test_session_page_embeds_each_submission_with_its_diff_verdict_message_and_notes(tmp_path):
     run, j, sha = run_with_workspace(tmp_path)
     subs = submissions(j.events, run / "workspace")
-    assert [s["outcome"] for s in subs] == ["build_failed", "accepted", "slower"]
-    failed, accepted, slower = subs
+    assert [s["outcome"] for s in subs] == ["build_failed", "accepted", "slower", "flagged"]
+    failed, accepted, slower, flagged = subs
+    assert "+const PASSES: usize = 0;" in flagged["diff"] and flagged["audit"]["verdict"] == "flagged"
     assert "oops" in failed["diff"] and failed["diff_source"] == "journal"  # the judge's own diff
     assert "-const PASSES: usize = 4;" in accepted["diff"] and "+const PASSES: usize = 1;" in accepted["diff"]
     assert sha[:12] in accepted["diff_source"]
@@ -219,7 +228,7 @@ def test_session_page_embeds_each_submission_with_its_diff_verdict_message_and_n
     assert page.count("</script>") == page.count("<script")  # the model's message cannot end a script
     traces, layout = figures(page)["staircase"]
     clickable = [t for t in traces if t.get("customdata")]
-    assert sorted(cd[0] for t in clickable for cd in t["customdata"]) == [0, 1, 2]  # one point per submission
+    assert sorted(cd[0] for t in clickable for cd in t["customdata"]) == [0, 1, 2, 3]  # one point per submission
     assert any("the project's engine" in (a.get("text") or "") for a in layout.get("annotations", []))
     assert any(s.get("y0") == 350.0 for s in layout.get("shapes", []))  # the reference line
     for text in ("Accepted changes", "one pass", "×4.00", "$0.02", "slower / no gain", "build failed"):
@@ -233,10 +242,20 @@ def test_agent_report_html_writes_the_page_beside_the_journal(tmp_path, capsys):
     out = run / "session.html"
     assert out.exists() and "wrote" in capsys.readouterr().out
     subs = json.loads(re.search(r"const SUBS = (.*);\n", out.read_text()).group(1))
-    assert [s["diff_source"] for s in subs] == ["journal", NO_DIFF, NO_DIFF]
+    assert [s["diff_source"] for s in subs] == ["journal", NO_DIFF, NO_DIFF, NO_DIFF]
     assert not (run / "staircase.png").exists()  # --html writes the page instead of the PNG
 
 
 def test_agent_report_html_on_a_missing_run_is_a_usage_error(tmp_path, capsys):
     assert main(["agent", "report", str(tmp_path / "nope"), "--html"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_session_without_submissions_still_has_a_page(tmp_path):
+    j = JournalBuilder()
+    j.start()
+    j.add("evaluation", split="heldout", candidate={"qps": 120.0, "recall10": 1.0}, best=None)
+    j.write(tmp_path / "run")
+    page = session_page(tmp_path / "run")
+    assert "No submission yet." in page and "staircase" not in figures(page)
+    assert "No change was accepted" in page
