@@ -80,6 +80,11 @@ def open_page(driver, path: Path) -> list[dict]:
     WebDriverWait(driver, 60).until(lambda d: d.execute_script(
         "const g = [...document.querySelectorAll('.plotly-graph-div')];"
         "return g.length > 0 && g.every(x => x.querySelector('svg.main-svg') && x._fullLayout);"))
+    # Each plot fits its box (drawn at a width its column does not have, it would be cut off).
+    too_wide = driver.execute_script(
+        "return [...document.querySelectorAll('.plotly-graph-div')]"
+        ".filter(g => g._fullLayout.width > g.clientWidth + 1).map(g => [g.id, g._fullLayout.width, g.clientWidth]);")
+    assert too_wide == [], f"plots wider than their boxes: {too_wide}"
     return driver.get_log("browser")
 
 

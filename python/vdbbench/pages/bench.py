@@ -240,11 +240,12 @@ def concurrent_figures(runs: Sequence[dict]):
                                          mode="lines+markers", line=dict(color=colors[name], dash="dot", width=1),
                                          marker=dict(symbol="triangle-up", size=6), customdata=hover,
                                          hovertemplate=_CONC_HOVER))
+    below = dict(font=dict(size=11), orientation="h", yanchor="top", y=-0.18, x=0)
     qps_fig.update_layout(title="throughput vs concurrent clients", xaxis_title="clients (one query per call each)",
-                          yaxis_title="queries per second", hovermode="closest")
+                          yaxis_title="queries per second", hovermode="closest", legend=below)
     lat_fig.update_layout(title="tail latency vs throughput", xaxis_title="queries per second",
                           yaxis_title="latency (ms, log)", yaxis=log_axis(v for _, _, pts in concurrent_series(runs) for p in pts
-                                         for v in (p.get("p99_ms"), p999(p))), hovermode="closest")
+                                         for v in (p.get("p99_ms"), p999(p))), hovermode="closest", legend=below)
     return qps_fig, lat_fig
 
 

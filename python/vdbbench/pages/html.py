@@ -42,7 +42,10 @@ table.data tr.clickable { cursor: pointer; } table.data tr.clickable:hover td { 
 table.data tr.selected td { background: #dcebff; }
 .wrap { overflow-x: auto; }
 .plot { width: 100%; min-height: 420px; }
-.grid2 { display: grid; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); gap: 8px 18px; }
+/* Two columns from the start (a plot is drawn as soon as it is parsed, before its neighbour
+   exists), one on narrow windows. */
+.grid2 { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 8px 18px; }
+@media (max-width: 1100px) { .grid2 { grid-template-columns: minmax(0, 1fr); } }
 pre { background: var(--bg-soft); border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px;
       overflow: auto; font-size: 12.5px; line-height: 1.35; white-space: pre-wrap; overflow-wrap: anywhere; }
 pre.diff { white-space: pre; max-height: 560px; }
@@ -124,6 +127,9 @@ def document(title: str, body: str, script: str = "") -> str:
         f"<title>{esc(title)}</title><style>{_CSS}</style>"
         f"<script>/* plotly.js {plotly.__version__}, inlined: the page needs no network */\n{_plotly_js()}\n</script>"
         f"</head><body>\n{body}\n"
+        # Once the whole page is laid out, every plot takes its container's final width.
+        + "<script>window.addEventListener('load', () => document.querySelectorAll('.plotly-graph-div')"
+        ".forEach(g => Plotly.Plots.resize(g)));</script>\n"
         + (f"<script>\n{script}\n</script>\n" if script else "")
         + "</body></html>\n"
     )
