@@ -12,6 +12,7 @@ _AREAS = (
     "vdbbench.bench.cli",
     "vdbbench.datasets.cli",
     "vdbbench.agent.cli",
+    "vdbbench.pages.cli",
 )
 
 

@@ -512,11 +512,20 @@ def _cmd_report(args) -> int:
     try:
         run = _resolve(args.run, args.runs_dir)
         events = load_events(run)
-        out = Path(args.output) if args.output else journal_path(run).parent / "staircase.png"
-        staircase(run, out, log=_scale(args))
+        if args.html:  # the session page (vdbbench.pages.session) instead of the PNG
+            from vdbbench.pages.session import write_session_page
+
+            out = write_session_page(run, Path(args.output) if args.output else journal_path(run).parent / "session.html")
+        else:
+            out = Path(args.output) if args.output else journal_path(run).parent / "staircase.png"
+            staircase(run, out, log=_scale(args))
     except ReportError as exc:
         raise UsageError(str(exc)) from None
-    print_report(events, png=str(out))
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or args.run}: {exc.strerror or exc}") from None
+    print_report(events, png=None if args.html else str(out))
+    if args.html:
+        print(f"wrote {out}: the session page (self-contained HTML; click a submission for its diff)")
     if args.json:
         write_json(events, Path(args.json))
     return 0
@@ -558,7 +567,10 @@ def register_report_commands(agent_subparsers) -> None:
     )
     p.add_argument("run", metavar="RUN", help="the session folder (holding journal.jsonl), or its name under --runs-dir")
     p.add_argument("--runs-dir", default="runs", help="where sessions live (default ./runs)")
-    p.add_argument("-o", "--output", metavar="PNG", help="where to write the plot (default RUN/staircase.png)")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write the plot (default RUN/staircase.png), "
+                   "or with --html the page (default RUN/session.html)")
+    p.add_argument("--html", action="store_true", help="write the session page instead of the PNG: one self-contained "
+                   "HTML file (staircase; click a submission for its diff, verdict, message and notes)")
     p.add_argument("--scale", choices=("auto", "log", "linear"), default="auto",
                    help="QPS axis: log when QPS spans more than 20x (auto, the default), or forced")
     p.add_argument("--json", metavar="FILE", help="also write totals, accepted changes and submissions as JSON")
