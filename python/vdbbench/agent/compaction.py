@@ -7,8 +7,7 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from vdbbench.agent.budget import Usage
-from vdbbench.agent.report import baseline_qps
+from vdbbench.agent.facts import Facts
 
 # Rough size of a message's envelope (role, separators) in tokens, on top of its text.
 _MESSAGE_OVERHEAD = 4
@@ -101,8 +100,13 @@ def _fmt_recall(v: Any) -> str:
 
 
 def _one_line(text: Any, limit: int) -> str:
+    """`text` on one line, at most about `limit` characters, cut between words so that no
+    number is cut in half."""
     s = " ".join(str(text or "").split())
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    if len(s) <= limit:
+        return s
+    cut = s.rfind(" ", 0, limit)
+    return (s[:cut] if cut > limit // 2 else s[: s.find(" ", limit) if " " in s[limit:] else len(s)]).rstrip(" ,;:") + " …"
 
 
 def _task_lines(task_card: Mapping[str, Any] | None) -> list[str]:
@@ -140,23 +144,23 @@ def build_state_summary(
 ) -> str:
     """What the model needs to carry on, from the journal alone: the task, the best version and its
     metrics, the accepted changes, the dead ends with their reasons, and the model's own notes."""
+    facts = Facts.fold(events)
     if task_card is None:
-        starts = [e for e in events if e.get("type") == "session_start"]
-        task_card = starts[0].get("task") if starts else None
-    decisions = [e for e in events if e.get("type") == "decision"]
-    accepted = [d for d in decisions if d.get("outcome") == "accepted"]
+        task_card = facts.card
+    decisions = facts.decisions
+    accepted = facts.accepted
     rejected = [d for d in decisions if d.get("outcome") != "accepted"]
-    notes = [e.get("text", "") for e in events if e.get("type") == "note"]
-    audits = {e.get("commit"): e for e in events if e.get("type") == "audit"}
-    audits_by_iteration = {e.get("iteration"): e for e in events if e.get("type") == "audit"}
-    usage = Usage.from_journal(events)
+    notes = facts.notes
+    audits = facts.audits
+    audits_by_iteration = facts.audits_by_iteration
+    usage = facts.usage
 
     out = [SUMMARY_HEADER, ""]
     out += _task_lines(task_card)
     out.append("")
 
     # The best version. Its baseline is the best QPS the first evaluation compared against.
-    baseline = baseline_qps(events)
+    baseline = facts.baseline_qps
     if accepted:
         best = accepted[-1]
         out.append(
@@ -171,11 +175,10 @@ def build_state_summary(
             "Best so far: the starting code (no change accepted yet)"
             + (f", {_fmt_qps(baseline)} QPS." if baseline else ".")
         )
-    since = 0
-    for d in reversed(decisions):
-        if d.get("outcome") == "accepted":
-            break
-        since += 1
+    since = facts.since_improvement
+    if facts.reference and facts.reference.get("qps"):
+        out.append(f"Reference (the project's own engine on this task): {_fmt_qps(facts.reference['qps'])} QPS"
+                   + (f"; the best is {facts.of_reference:.0%} of it." if facts.of_reference else "."))
     out.append(
         f"Progress: {len(decisions)} submissions, {len(accepted)} accepted, {since} since the last improvement; "
         f"{usage.tool_calls} tool calls, {usage.tokens:,} tokens, ${usage.cost_usd:.2f}."
