@@ -3,7 +3,6 @@ whole numbers in summaries), and the reference line in the report."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest

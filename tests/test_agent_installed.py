@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from test_agent_loop import IMPROVE, LIB, FakeEndpoint, edit
+from test_agent_loop import IMPROVE, FakeEndpoint, edit
 from vdbbench.agent.journal import read_events
 
 ROOT = Path(__file__).resolve().parents[1]

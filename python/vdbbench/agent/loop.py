@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from vdbbench.agent import audit as audit_mod
-from vdbbench.agent import compaction, prompts, recovery, reference, review
+from vdbbench.agent import compaction, prompts, review, startup
 from vdbbench.agent import workspace as wsp
 from vdbbench.agent.budget import Budgets, PriceTable, exceeded, price_table
 from vdbbench.agent.evaluator import EvalReport, Evaluator, make_eval_data
@@ -31,7 +31,7 @@ from vdbbench.agent.facts import Facts, Usage
 from vdbbench.agent.journal import Journal
 from vdbbench.agent.machine import machine
 from vdbbench.agent.model import Model, ModelFinished, ModelUnavailable, ToolCall
-from vdbbench.agent.recovery import METRICS_TRAILER, Best
+from vdbbench.agent.startup import METRICS_TRAILER, Best, SessionError
 from vdbbench.agent.task import TaskCard, load_task
 from vdbbench.agent.tools import TOOL_SCHEMAS, FileTools, ToolArgumentError, ToolResult, run_tool
 
@@ -49,10 +49,6 @@ class BudgetStop(SessionOver):
     def __init__(self, which: str, limit: float, used: float):
         super().__init__(f"budget: {which}")
         self.which, self.limit, self.used = which, limit, used
-
-
-class SessionError(RuntimeError):
-    """The session cannot start or resume (the start version does not build, no journal...)."""
 
 
 _fmt = prompts.fmt_qps
@@ -143,7 +139,6 @@ class Session:
         meta = json.loads((run_dir / "session.json").read_text())
         # The copy's relative paths mean what they meant beside the original card.
         card = load_task(run_dir / "task.toml", origin=meta.get("card_path"))
-        card.prompts = ""  # a card's own templates were copied into the run folder
         merged = {**meta.get("budget_overrides", {}), **{k: v for k, v in (budget_overrides or {}).items() if v is not None}}
         budgets = Budgets.merged(card.budgets, merged)
         session = cls(run_dir, card, model, budgets, prices, on_event, prompts.for_run(run_dir))
@@ -162,10 +157,9 @@ class Session:
                   resumed=resumed)
         self.evaluator = Evaluator(card, make_eval_data(card), self.run_dir)
         if resumed:
-            self._restore()
+            startup.restore(self)
         else:
-            self._baseline()
-            self._reference()
+            startup.measure_reference(self, startup.baseline(self))
         self.messages = [{"role": "system", "content": self._system_prompt()}]
         if resumed:
             summary = compaction.build_state_summary(self.events(), card.to_dict())
@@ -183,34 +177,6 @@ class Session:
         if self.messages and self.messages[0].get("role") == "system":
             self.messages[0] = {"role": "system", "content": self._system_prompt()}
 
-    def _baseline(self) -> None:
-        """Build the start version as the first best and measure it once."""
-        res = self._build_into(self.builds / "best")
-        if not res.ok:
-            self.emit("error", where="baseline build", text=res.errors)
-            raise SessionError(f"the start version does not build:\n{res.errors}")
-        head = wsp.head(self.ws)
-        (self.builds / "best" / "COMMIT").write_text(head)
-        report = self.evaluator.run("heldout", self.builds / "best" / f"{self.card.entry.leaf}.so", None)
-        self.emit("evaluation", **report.journal_payload())
-        if report.failure:
-            raise SessionError(f"the start version fails under the harness: {report.failure.text}")
-        self.best = Best(head, report.candidate.qps, report.candidate.recall10)
-        self._baseline_metrics = report.candidate
-
-    def _reference(self) -> None:
-        """The project's own engine on this card, once (the start itself when that is the engine)."""
-        if self.card.reference.source == "none":
-            return
-        if reference.is_start(self.card):
-            payload = reference.from_baseline(self.card, self._baseline_metrics)
-        else:
-            payload = reference.measure(self.card, self.evaluator.data, self.run_dir, self.target, self.emit)
-        if payload is not None:
-            self.emit("reference", **payload)
-
-    def _restore(self) -> None:
-        recovery.restore(self)
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> dict:

@@ -213,8 +213,10 @@ def parse_dataset_name(name: str) -> tuple[str, int] | None:
 
 def load_task(path: str | Path, origin: str | Path | None = None) -> TaskCard:
     """Read and check a task card. Its relative paths (start and reference repositories, prompts
-    folder) are resolved here, once, against `origin` (default: the card itself), so nothing later
-    depends on the working directory; a session's copy of its card passes the original as origin."""
+    folder) are resolved here, once, against the card's own place, so nothing later depends on the
+    working directory. A session's copy of its card (runs/<id>/task.toml) passes the original's
+    path as `origin`: its repositories resolve as the original's did, and its prompts are the run
+    folder's copy (`prompts` is left empty)."""
     path = Path(path).resolve()
     where = str(path)
     try:
@@ -249,6 +251,8 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> TaskCard:
         reference=_section(data, "reference", Reference, False, where),
     )
     _validate(card, where)
+    if origin:
+        card.prompts = ""
     _resolve_paths(card, Path(origin).resolve() if origin else path, where)
     return card
 

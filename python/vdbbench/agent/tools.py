@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from vdbbench.agent import workspace as wsp
+from vdbbench.agent.evaluator import EvalReport
+from vdbbench.agent.review import stats_stages
 from vdbbench.agent.task import TaskCard
 from vdbbench.agent.workspace import PathRefused, resolve_path
 
@@ -223,8 +226,6 @@ def compare_text(s: "Session", report, what: str) -> str:
 
 
 def benchmark(s: "Session") -> ToolResult:
-    from vdbbench.agent.evaluator import EvalReport
-
     ok, text, _ = s._build_current()
     if not ok:
         return ToolResult(f"cannot benchmark: {text}", ok=False)
@@ -250,8 +251,6 @@ def profile(s: "Session") -> ToolResult:
     """One measured search of the dev queries and its per-stage breakdown: the `<stage>_s` entries
     of last_search_stats() as shares of the search (whole-search times such as wall_s are not
     stages), and the other entries as they are."""
-    from vdbbench.agent.review import stats_stages
-
     ok, text, _ = s._build_current()
     if not ok:
         return ToolResult(f"cannot profile: {text}", ok=False)
@@ -278,8 +277,6 @@ def profile(s: "Session") -> ToolResult:
 
 
 def revert_to_best(s: "Session") -> ToolResult:
-    from vdbbench.agent import workspace as wsp
-
     wsp.revert_to_best(s.ws, s.card)
     return ToolResult(f"the editable files are back at the best version (commit {s.best.commit[:12]})")
 

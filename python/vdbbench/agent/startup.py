@@ -1,5 +1,7 @@
-"""Resuming a session: the best rebuilt from the workspace's session branch and the journal, and
-an accepted commit whose decision a crash kept out of the journal recovered from its trailer."""
+"""Starting a session and resuming one. A new session builds and measures its start version
+(the first best) and the reference line; a resumed one rebuilds its best from the workspace's
+session branch and the journal, recovering an accepted commit whose decision a crash kept out of
+the journal from the commit's metrics trailer."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vdbbench.agent import reference
 from vdbbench.agent import workspace as wsp
 
 if TYPE_CHECKING:
@@ -14,6 +17,10 @@ if TYPE_CHECKING:
 
 # Every accepted commit's message ends with this line and a JSON object of its metrics.
 METRICS_TRAILER = "vdbbench-metrics: "
+
+
+class SessionError(RuntimeError):
+    """The session cannot start or resume (the start version does not build, no journal...)."""
 
 
 @dataclass
@@ -56,8 +63,6 @@ def restore(session: "Session") -> None:
         res = wsp.build(src, session.card, session.target, session.builds / "best")
         session.emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=res.stderr_tail[-1500:], what="best (resume)")
         if not res.ok:
-            from vdbbench.agent.loop import SessionError
-
             raise SessionError(f"the best commit {head[:12]} no longer builds:\n{res.errors}")
         marker.write_text(head)
     if session.best.qps is None:
@@ -65,3 +70,31 @@ def restore(session: "Session") -> None:
         session.emit("evaluation", **report.journal_payload())
         if report.candidate:
             session.best = Best(session.best.commit, report.candidate.qps, report.candidate.recall10)
+
+
+def baseline(session: "Session"):
+    """Build the start version as the first best and measure it once; returns its metrics."""
+    res = session._build_into(session.builds / "best")
+    if not res.ok:
+        session.emit("error", where="baseline build", text=res.errors)
+        raise SessionError(f"the start version does not build:\n{res.errors}")
+    head = wsp.head(session.ws)
+    (session.builds / "best" / "COMMIT").write_text(head)
+    report = session.evaluator.run("heldout", session.builds / "best" / f"{session.card.entry.leaf}.so", None)
+    session.emit("evaluation", **report.journal_payload())
+    if report.failure:
+        raise SessionError(f"the start version fails under the harness: {report.failure.text}")
+    session.best = Best(head, report.candidate.qps, report.candidate.recall10)
+    return report.candidate
+
+
+def measure_reference(session: "Session", baseline_metrics) -> None:
+    """The project's own engine on this card, once (the start itself when that is the engine)."""
+    if session.card.reference.source == "none":
+        return
+    if reference.is_start(session.card):
+        payload = reference.from_baseline(session.card, baseline_metrics)
+    else:
+        payload = reference.measure(session.card, session.evaluator.data, session.run_dir, session.target, session.emit)
+    if payload is not None:
+        session.emit("reference", **payload)
