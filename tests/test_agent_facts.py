@@ -98,16 +98,16 @@ def test_machine_is_read_from_cpuinfo_and_sysfs(tmp_path):
     cpuinfo.write_text("processor\t: 0\nphysical id\t: 0\ncore id\t: 0\nflags\t\t: fpu sse4_2 avx2 avx512f avx512_vnni\n\n"
                        "processor\t: 1\nphysical id\t: 0\ncore id\t: 0\nflags\t\t: fpu sse4_2 avx2 avx512f avx512_vnni\n\n")
     for i, (level, kind, size, shared) in enumerate([(1, "Data", "48K", "0"), (1, "Instruction", "32K", "0"),
-                                                     (2, "Unified", "2048K", "0"), (3, "Unified", "300M", "0-1")]):
+                                                     (2, "Unified", "2048K", "0"), (3, "Unified", "307200K", "0-1")]):
         d = tmp_path / "cpu" / "cpu0" / "cache" / f"index{i}"
         d.mkdir(parents=True)
         for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
             (d / name).write_text(f"{value}\n")
     m = machine(cpuinfo, tmp_path / "cpu")
     assert m.simd == ["sse4_2", "avx2", "avx512f", "avx512_vnni"] and m.physical_cores == 1
-    assert m.caches == ["L1d 48K per core", "L2 2048K per core", "L3 300M shared by CPUs 0-1"]
+    assert m.caches == ["L1d 48 KiB per core", "L2 2 MiB per core", "L3 300 MiB shared by CPUs 0-1"]
     text = m.describe()
-    assert "SIMD: sse4_2, avx2, avx512f, avx512_vnni" in text and "L3 300M" in text
+    assert "SIMD: sse4_2, avx2, avx512f, avx512_vnni" in text and "L3 300 MiB" in text
     # Off Linux (nothing readable), it still says what it can.
     bare = machine(tmp_path / "none", tmp_path / "none")
     assert bare.cores >= 1 and bare.simd == [] and "none detected" in bare.describe()

@@ -49,6 +49,15 @@ def _cpuinfo_flags(text: str) -> set[str]:
     return set()
 
 
+def _size(text: str) -> str:
+    """sysfs's "307200K" as "300 MiB", "48K" as "48 KiB"."""
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)", text.strip())
+    if not m:
+        return text.strip()
+    kib = int(m.group(1)) * {"": 1 / 1024, "K": 1, "M": 1024, "G": 1024 * 1024}[m.group(2)]
+    return f"{kib / 1024:g} MiB" if kib >= 1024 else f"{kib:g} KiB"
+
+
 def _caches(cpu0: Path) -> list[str]:
     out = []
     for index in sorted(cpu0.glob("cache/index*")):
@@ -63,7 +72,7 @@ def _caches(cpu0: Path) -> list[str]:
         if name.endswith("i"):
             continue  # the instruction cache does not bound a search
         scope = "per core" if shared and re.fullmatch(r"\d+", shared) else (f"shared by CPUs {shared}" if shared else "")
-        out.append(f"{name} {size}" + (f" {scope}" if scope else ""))
+        out.append(f"{name} {_size(size)}" + (f" {scope}" if scope else ""))
     return out
 
 
