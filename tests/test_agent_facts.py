@@ -9,7 +9,7 @@ import pytest
 
 from test_agent_long_journal import JournalBuilder
 from vdbbench.agent import report
-from vdbbench.agent.compaction import _one_line, build_state_summary
+from vdbbench.agent.compaction import one_line, build_state_summary
 from vdbbench.agent.facts import Facts, Usage
 from vdbbench.agent.machine import machine
 from vdbbench.agent.prompts import packaged, render, repeat_text
@@ -75,7 +75,7 @@ def test_summaries_cut_between_words_never_inside_a_number():
               "median gain +27.4%, p=0.094 over 5 interleaved repeats (ratios 1.217, 0.808, 1.274, 1.310, 1.923)")
     words = [w.rstrip(",;:") for w in reason.split()]
     for limit in range(40, len(reason)):
-        cut = _one_line(reason, limit)
+        cut = one_line(reason, limit)
         assert len(cut) <= limit + 2 and cut.endswith(" …")
         kept = cut[:-2].split()
         assert [w.rstrip(",;:") for w in kept] == words[:len(kept)]  # whole words, so whole numbers

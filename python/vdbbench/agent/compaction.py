@@ -99,7 +99,7 @@ def _fmt_recall(v: Any) -> str:
     return "?" if v is None else f"{float(v):.4f}"
 
 
-def _one_line(text: Any, limit: int) -> str:
+def one_line(text: Any, limit: int) -> str:
     """`text` on one line, at most about `limit` characters, cut between words so that no
     number is cut in half."""
     s = " ".join(str(text or "").split())
@@ -118,7 +118,7 @@ def _task_lines(task_card: Mapping[str, Any] | None) -> list[str]:
     lines.append(f"Task: {name}")
     for key in ("description", "goal"):
         if card.get(key):
-            lines.append(f"{key.capitalize()}: {_one_line(card[key], 600)}")
+            lines.append(f"{key.capitalize()}: {one_line(card[key], 600)}")
     # Short scalar settings (recall floor, module, class, dataset...) and small tables.
     # The settings that shape the work (harness plumbing such as build, limits and budgets is left out).
     for key, value in card.items():
@@ -166,7 +166,7 @@ def build_state_summary(
         out.append(
             f"Best so far: {_fmt_qps(best.get('qps'))} QPS at recall@10 {_fmt_recall(best.get('recall10'))}, "
             f"commit {str(best.get('commit') or '?')[:12]} (iteration {best.get('iteration')}: "
-            f"{_one_line(best.get('message'), 160)})"
+            f"{one_line(best.get('message'), 160)})"
         )
         if baseline:
             out.append(f"Starting point: {_fmt_qps(baseline)} QPS; best is {float(best['qps']) / float(baseline):.2f}x that.")
@@ -191,10 +191,10 @@ def build_state_summary(
     for d in accepted:
         audit = audits.get(d.get("commit"))
         verdict = f", audit {audit.get('verdict')}" if audit else ""
-        stat = f" [{_one_line(d.get('diff_stat'), 80)}]" if d.get("diff_stat") else ""
+        stat = f" [{one_line(d.get('diff_stat'), 80)}]" if d.get("diff_stat") else ""
         out.append(
             f"- it {d.get('iteration')}: {_fmt_qps(d.get('best_qps_before'))} -> {_fmt_qps(d.get('qps'))} QPS, "
-            f"recall {_fmt_recall(d.get('recall10'))}{verdict}: {_one_line(d.get('message'), 200)}{stat}"
+            f"recall {_fmt_recall(d.get('recall10'))}{verdict}: {one_line(d.get('message'), 200)}{stat}"
         )
     out.append("")
 
@@ -220,13 +220,13 @@ def build_state_summary(
         for d in shown:
             qps = f" {_fmt_qps(d.get('qps'))} QPS," if d.get("qps") is not None else ""
             rec = f" recall {_fmt_recall(d.get('recall10'))}," if d.get("recall10") is not None else ""
-            why = _one_line(d.get("reason"), 220)
+            why = one_line(d.get("reason"), 220)
             audit = audits_by_iteration.get(d.get("iteration"))
             if d.get("outcome") == "flagged" and audit:
                 rules = sorted({m.group(1) for f in audit.get("findings") or () if (m := re.match(r"\[([\w-]+)\]", str(f)))})
-                why = f"the audit flagged it ({', '.join(rules) or 'see findings'}); " + _one_line(d.get("reason"), 160)
+                why = f"the audit flagged it ({', '.join(rules) or 'see findings'}); " + one_line(d.get("reason"), 160)
             out.append(
-                f"- it {d.get('iteration')} {d.get('outcome')}:{qps}{rec} tried: {_one_line(d.get('message'), 140)}"
+                f"- it {d.get('iteration')} {d.get('outcome')}:{qps}{rec} tried: {one_line(d.get('message'), 140)}"
                 f" — reason: {why}"
             )
     out.append("")
@@ -238,7 +238,7 @@ def build_state_summary(
         if len(notes) > max_notes:
             out.append(f"- ({len(notes) - max_notes} older notes dropped)")
         for text in notes[-max_notes:]:
-            out.append(f"- {_one_line(text, 500)}")
+            out.append(f"- {one_line(text, 500)}")
     out.append("")
     out.append(
         "The workspace holds the best version plus any edits made since. Carry on from here: "

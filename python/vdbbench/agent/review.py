@@ -6,6 +6,8 @@ import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
+from vdbbench.agent.compaction import one_line
+
 # Structural moves that produced the steps in published long runs; offered as examples only.
 STRUCTURAL_IDEAS = (
     "probe fewer lists with better routing (two-level / hierarchical centroids, or nprobe chosen per query)",
@@ -138,7 +140,7 @@ def review_prompt(events: Sequence[Mapping[str, Any]], profile_text: str | None)
     if counts:
         lines.append("Outcomes: " + ", ".join(f"{n} {k}" for k, n in counts.most_common()) + ".")
     for d in recent[-15:]:
-        reason = " ".join(str(d.get("reason") or "").split())[:160]
+        reason = one_line(d.get("reason"), 160)
         lines.append(f"- it {d.get('iteration')} {d.get('outcome')}: {d.get('message') or '(no message)'} — {reason}")
     if len(recent) > 15:
         lines.append(f"- ... and {len(recent) - 15} earlier ones")
