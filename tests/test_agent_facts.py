@@ -119,3 +119,15 @@ def test_task_text_states_the_repeat_size_and_prompts_are_packaged():
     object.__setattr__(card.objective, "repeat_seconds", 1.0)  # the duration-sized judge's field
     assert "at least 1 s" in repeat_text(card)
     assert (packaged() / "system.md").is_file() and "performance engineer" in render(packaged(), "system.md")
+
+
+def test_build_warnings_are_shown_capped_with_their_count():
+    from vdbbench.agent.workspace import first_warnings
+
+    def msg(level, n):
+        return {"reason": "compiler-message", "message": {"level": level, "rendered": f"{level}: unused variable `x{n}`\n --> src/lib.rs:{n}:9\n"}}
+
+    assert first_warnings([msg("error", 1)]) == ""
+    text = first_warnings([msg("warning", n) for n in range(1, 9)] + [msg("error", 99)])
+    assert text.startswith("8 warning(s):") and "src/lib.rs:5:9" in text and "src/lib.rs:6:9" not in text
+    assert text.endswith("... and 3 more warning(s)") and "error" not in text

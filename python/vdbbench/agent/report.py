@@ -19,6 +19,10 @@ def outcome_style(outcome: str) -> dict[str, Any]:
     return dict(marker=o.marker, color=o.color, s=o.size, label=o.label, zorder=o.zorder)
 
 
+# Plot keywords per outcome, derived from journal.OUTCOMES (for readers such as the HTML page).
+OUTCOME_STYLE: dict[str, dict[str, Any]] = {name: outcome_style(name) for name in OUTCOMES}
+
+
 class ReportError(ValueError):
     """A run directory that cannot be reported on; the message says what was expected."""
 
@@ -82,6 +86,16 @@ def best_curve(events: Sequence[Mapping[str, Any]], x: str = "iterations",
             xs.append(f.progress.get(seq, {}).get(x, n))
             ys.append(best)
     return xs, ys
+
+
+def baseline_qps(events: Sequence[Mapping[str, Any]]) -> float | None:
+    """QPS of the starting code (see facts.Facts)."""
+    return Facts.fold(events).baseline_qps
+
+
+def session_info(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    f = Facts.fold(events)
+    return {"task": f.task, "model": f.model, "base_url": f.base_url}
 
 
 def accepted_table(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> list[dict[str, Any]]:
