@@ -8,7 +8,7 @@ import shutil
 import string
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from vdbbench.agent.machine import Machine
 from vdbbench.agent.task import TaskCard
@@ -107,16 +107,3 @@ def system_prompt(prompts, card: TaskCard, machine: Machine, best: str) -> str:
         hints=(f"## Hints\n{c.hints}" if c.hints else ""),
     )
     return render(prompts, "system.md") + "\n\n" + task
-
-
-def describe_source(prompts) -> str:
-    """What session.json records about the templates in use."""
-    return "package" if prompts == packaged() else str(prompts)
-
-
-def with_current_best(messages: list[Mapping[str, Any]], system: str) -> list[dict]:
-    """The conversation with its system message replaced by `system` (the best moves on)."""
-    out = [dict(m) for m in messages]
-    if out and out[0].get("role") == "system":
-        out[0]["content"] = system
-    return out
