@@ -148,25 +148,34 @@ def test_card_outside_the_repository_killed_and_resumed(installed, agent_env, tm
     work = tmp_path / "work"
     work.mkdir()
 
-    release = threading.Event()
+    release, holding = threading.Event(), threading.Event()
+    journal = work / "runs" / "mine" / "journal.jsonl"
+    tries = []
 
-    def hold():
+    def then():
+        """Resubmit while a loaded machine hides the 4x gain (at most 3 times), then hold the
+        model call open until the process is killed."""
+        outcomes = [d["outcome"] for d in read_events(journal) if d["type"] == "decision"]
+        if outcomes and outcomes[-1] != "accepted" and len(tries) < 3:
+            tries.append(outcomes[-1])
+            return {"tool_calls": [("submit", {"message": "one pass"})]}
+        holding.set()
         release.wait(120)
         return {"content": "..."}
 
-    server = FakeEndpoint([{"tool_calls": [edit(IMPROVE), ("submit", {"message": "one pass"})]}, hold])
+    server = FakeEndpoint([{"tool_calls": [edit(IMPROVE), ("submit", {"message": "one pass"})]}, then, then, then, then])
     proc = subprocess.Popen([str(installed["bin"]), "agent", "run", "--task", "../cards/my-card.toml", "--model", "m",
                              "--base-url", server.base_url, "--run-id", "mine"],
                             cwd=work, env=agent_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    journal = work / "runs" / "mine" / "journal.jsonl"
     try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and len(server.requests) < 2:
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and not holding.is_set():
             assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
             time.sleep(0.2)
-        accepted = [d for d in read_events(journal) if d["type"] == "decision" and d["outcome"] == "accepted"]
-        assert len(accepted) == 1
-        os.killpg(proc.pid, signal.SIGKILL)
+        decided = [d for d in read_events(journal) if d["type"] == "decision"]
+        accepted = [d for d in decided if d["outcome"] == "accepted"]
+        assert len(accepted) == 1, [(d["outcome"], d["reason"]) for d in decided]
+        os.killpg(proc.pid, signal.SIGKILL)  # mid-session: a model call is in flight
         proc.wait(30)
     finally:
         release.set()
@@ -184,7 +193,7 @@ def test_card_outside_the_repository_killed_and_resumed(installed, agent_env, tm
         server.close()
     assert out.returncode == 0, out.stderr[-3000:]
     events = read_events(journal)
-    assert [d["outcome"] for d in events if d["type"] == "decision"] == ["accepted", "no_change"]
+    assert [d["outcome"] for d in events if d["type"] == "decision"] == tries + ["accepted", "no_change"]
     assert [e["resumed"] for e in events if e["type"] == "session_start"] == [False, True]
     first = server.requests[0]["messages"]
     assert "MY-OWN-PROMPT" in first[0]["content"] and f"{accepted[0]['qps']:,.0f} QPS" in first[0]["content"]
