@@ -195,6 +195,12 @@ def test_forty_iterations_stop_on_budget_and_resume(long_run):
     assert len(unchanged) >= 25 and all(d["outcome"] == "no_change" for d in unchanged)
     assert sum(d["outcome"] == "no_change" for d in decisions) == len(unchanged) + 1  # +1: "resubmit the start"
     assert sum(e["type"] == "build" for e in events) <= 12  # only a handful of real builds
+    # Each budget stop came right after a verdict: one last tool-less turn showed it to the model.
+    finals = [e for e in events if e["type"] == "assistant" and e.get("final")]
+    assert [f["iteration"] for f in finals] == [25, 40]
+    assert "The session is over (budget: iterations)" in first.seen[-1][-1]["content"]
+    assert first.seen[-1][-1]["content"].count("(iteration 25") == 1
+    assert report.totals(events)["unseen_verdict"] is None
 
 
 def test_the_small_window_was_compacted_and_the_state_survived(long_run):
@@ -213,6 +219,9 @@ def test_the_small_window_was_compacted_and_the_state_survived(long_run):
     assert "fewer passes is the lever" in summary  # the model's note
     best_qps = [d for d in events if d["type"] == "decision" and d["outcome"] == "accepted" and d["seq"] < late[-1]["seq"]][-1]["qps"]
     assert f"Best so far: {best_qps:,.0f} QPS" in summary
+    # The system prompt states the current best, through compactions (the last prompt of part one).
+    best_then = [d for d in events if d["type"] == "decision" and d["outcome"] == "accepted" and d["iteration"] <= 25][-1]
+    assert f"## Current best\n{best_then['qps']:,.0f} QPS at recall@10" in first.seen[-1][0]["content"]
     # Every prompt the model saw fitted the window (estimated the way the loop does).
     for seen in first.seen + second.seen:
         assert chars_tokens(seen) <= 3000

@@ -394,3 +394,30 @@ def test_trees_sharing_a_target_folder_each_get_their_own_library(cargo_target, 
         pads.append(int(out.stdout))
         lib.write_text(lib.read_text().replace(f"vec![{pad}i64; nq * k]", "vec![-1i64; nq * k]"))
     assert pads == [-1, -7]
+
+
+def test_reference_engine_is_built_from_its_own_revision_and_reported(cargo_target, user_repo, tmp_path):
+    """A card whose reference is another revision of the engine (here the user's next commit, with
+    the planted pass removed): built and measured once at the start, journaled as `reference`, and
+    the report gives the best as a fraction of it."""
+    from vdbbench.agent import report
+
+    lib = user_repo / LIB
+    lib.write_text(lib.read_text().replace(*IMPROVE))
+    subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "-am", "one pass"], cwd=user_repo, check=True)
+    card_path = user_repo / "task.toml"
+    text = card_path.read_text().replace('rev = "HEAD"', 'rev = "HEAD~1"', 1)
+    text = text.replace('source = "start"', 'source = "engine"\nrev = "HEAD"\nmanifest = "py/Cargo.toml"\npackage = ""\nmodule = "fixture_vdb"')
+    card_path.write_text(text)
+    session = Session.create(load_task(card_path), ScriptedModel([]), tmp_path / "runs", "ref")
+    end = session.run()
+    assert end["reason"] == "model_finished"
+    events = read_events(tmp_path / "runs" / "ref" / "journal.jsonl")
+    refs = [e for e in events if e["type"] == "reference"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=user_repo, capture_output=True, text=True).stdout.strip()
+    assert len(refs) == 1 and refs[0]["source"] == "engine" and refs[0]["commit"] == head and refs[0]["cpu"]
+    baseline = next(e for e in events if e["type"] == "evaluation" and e["best"] is None)["candidate"]["qps"]
+    assert refs[0]["qps"] > 2 * baseline and refs[0]["recall10"] >= 0.95
+    totals = report.totals(events)
+    assert totals["reference_qps"] == refs[0]["qps"] and totals["of_reference"] == pytest.approx(baseline / refs[0]["qps"])
+    assert any(e["type"] == "build" and e.get("what") == "reference" and e["ok"] for e in events)

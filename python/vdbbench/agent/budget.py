@@ -1,4 +1,4 @@
-"""Session budgets (iterations, tool calls, tokens, cost, wall time), model prices, and usage rebuilt from the journal."""
+"""Session budgets (iterations, tool calls, tokens, cost, wall time) and model prices; usage comes from the journal's facts."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import re
 import tomllib
 import warnings
 from dataclasses import dataclass, fields
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from vdbbench.agent.facts import Usage  # noqa: F401 - budgets are checked against it
 
 # Names used in the journal's `budget_stop.which`, in the order they are checked.
 BUDGET_NAMES = ("iterations", "tool_calls", "tokens", "cost", "wall_time")
@@ -249,76 +250,6 @@ PRICES = PriceTable()
 def cost_of(model: str, prompt_tokens: int | None, completion_tokens: int | None, prices: PriceTable | None = None) -> float:
     """USD for one model call at `prices` (default: the built-in table)."""
     return (prices or PRICES).cost_of(model, prompt_tokens, completion_tokens)
-
-
-# ---------------------------------------------------------------------------------------------
-# Usage rebuilt from the journal (so budgets survive crashes and resumes)
-# ---------------------------------------------------------------------------------------------
-
-
-def _parse_time(t: Any) -> datetime | None:
-    if not isinstance(t, str):
-        return None
-    try:
-        return datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-@dataclass(frozen=True)
-class Usage:
-    """What a session has used so far, across all its resumes."""
-
-    submissions: int = 0
-    tool_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    wall_s: float = 0.0
-    model_calls: int = 0
-
-    @classmethod
-    def from_journal(cls, events: Iterable[Mapping[str, Any]]) -> "Usage":
-        """Totals from journal events. Wall time sums each segment (session_start to its last
-        event), so the time a crashed session sat dead before `resume` is not charged."""
-        submissions = tool_calls = prompt = completion = total = calls = 0
-        cost = 0.0
-        wall = 0.0
-        seg_start: datetime | None = None
-        seg_last: datetime | None = None
-        for ev in events:
-            kind = ev.get("type")
-            t = _parse_time(ev.get("t"))
-            if kind == "session_start":
-                if seg_start is not None and seg_last is not None:
-                    wall += max(0.0, (seg_last - seg_start).total_seconds())
-                seg_start = seg_last = t
-            elif t is not None:
-                if seg_start is None:
-                    seg_start = t
-                seg_last = t
-            if kind == "decision":
-                submissions += 1
-            elif kind == "tool_call":
-                tool_calls += 1
-            elif kind == "model_call":
-                calls += 1
-                p = int(ev.get("prompt_tokens") or 0)
-                c = int(ev.get("completion_tokens") or 0)
-                prompt += p
-                completion += c
-                total += int(ev.get("total_tokens") or (p + c))
-                cost += float(ev.get("cost_usd") or 0.0)
-        if seg_start is not None and seg_last is not None:
-            wall += max(0.0, (seg_last - seg_start).total_seconds())
-        return cls(submissions, tool_calls, prompt, completion, total, cost, wall, calls)
-
-    def plus_wall(self, seconds: float) -> "Usage":
-        """The same usage with `seconds` more wall time (the live segment not yet journaled)."""
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
-        d["wall_s"] += seconds
-        return Usage(**d)
 
 
 def exceeded(budgets: Budgets, usage: Usage) -> tuple[str, float, float] | None:

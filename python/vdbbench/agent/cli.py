@@ -102,12 +102,13 @@ def _view(quiet: bool, budgets, past_events=()):
 
 
 def _run_dir(args) -> Path:
+    """The run folder given as a path or as a name under --runs-dir, made absolute once here."""
     p = Path(args.run)
     if not p.exists() and (Path(args.runs_dir) / args.run).exists():
         p = Path(args.runs_dir) / args.run
     if not (p / "journal.jsonl").exists():
         raise UsageError(f"{args.run} is not a session run folder (no journal.jsonl there or under {args.runs_dir})")
-    return p
+    return p.resolve()
 
 
 def _on_sigterm(signum, frame):
@@ -144,7 +145,7 @@ def cmd_run(args) -> int:
         raise UsageError(str(exc)) from None
     with _view(args.quiet, budgets) as view:
         try:
-            session = Session.create(card, model, Path(args.runs_dir), args.run_id, _overrides(args), _prices(args, card),
+            session = Session.create(card, model, Path(args.runs_dir).resolve(), args.run_id, _overrides(args), _prices(args, card),
                                      on_event=view.feed)
         except (SessionError, WorkspaceError, ValueError) as exc:
             print(f"vdbbench agent run: {exc}", file=sys.stderr)
@@ -157,6 +158,7 @@ def cmd_resume(args) -> int:
     import json
 
     from vdbbench.agent.loop import Session, SessionError
+    from vdbbench.agent.workspace import WorkspaceError
 
     run_dir = _run_dir(args)
     meta = json.loads((run_dir / "session.json").read_text())
@@ -167,9 +169,10 @@ def cmd_resume(args) -> int:
         try:
             from vdbbench.agent.task import load_task
 
-            session = Session.resume(run_dir, model, _overrides(args), _prices(args, load_task(run_dir / "task.toml")),
+            card = load_task(run_dir / "task.toml", origin=meta.get("card_path"))
+            session = Session.resume(run_dir, model, _overrides(args), _prices(args, card),
                                      on_event=view.feed)
-        except (SessionError, ValueError) as exc:
+        except (SessionError, WorkspaceError, ValueError) as exc:
             print(f"vdbbench agent resume: {exc}", file=sys.stderr)
             return 1
         view.budgets = session.budgets

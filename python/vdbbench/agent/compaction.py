@@ -7,8 +7,7 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from vdbbench.agent.budget import Usage
-from vdbbench.agent.report import baseline_qps
+from vdbbench.agent.facts import Facts
 
 # Rough size of a message's envelope (role, separators) in tokens, on top of its text.
 _MESSAGE_OVERHEAD = 4
@@ -100,9 +99,14 @@ def _fmt_recall(v: Any) -> str:
     return "?" if v is None else f"{float(v):.4f}"
 
 
-def _one_line(text: Any, limit: int) -> str:
+def one_line(text: Any, limit: int) -> str:
+    """`text` on one line, at most about `limit` characters, cut between words so that no
+    number is cut in half."""
     s = " ".join(str(text or "").split())
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    if len(s) <= limit:
+        return s
+    cut = s.rfind(" ", 0, limit)
+    return (s[:cut] if cut > limit // 2 else s[: s.find(" ", limit) if " " in s[limit:] else len(s)]).rstrip(" ,;:") + " …"
 
 
 def _task_lines(task_card: Mapping[str, Any] | None) -> list[str]:
@@ -114,7 +118,7 @@ def _task_lines(task_card: Mapping[str, Any] | None) -> list[str]:
     lines.append(f"Task: {name}")
     for key in ("description", "goal"):
         if card.get(key):
-            lines.append(f"{key.capitalize()}: {_one_line(card[key], 600)}")
+            lines.append(f"{key.capitalize()}: {one_line(card[key], 600)}")
     # Short scalar settings (recall floor, module, class, dataset...) and small tables.
     # The settings that shape the work (harness plumbing such as build, limits and budgets is left out).
     for key, value in card.items():
@@ -140,29 +144,29 @@ def build_state_summary(
 ) -> str:
     """What the model needs to carry on, from the journal alone: the task, the best version and its
     metrics, the accepted changes, the dead ends with their reasons, and the model's own notes."""
+    facts = Facts.fold(events)
     if task_card is None:
-        starts = [e for e in events if e.get("type") == "session_start"]
-        task_card = starts[0].get("task") if starts else None
-    decisions = [e for e in events if e.get("type") == "decision"]
-    accepted = [d for d in decisions if d.get("outcome") == "accepted"]
+        task_card = facts.card
+    decisions = facts.decisions
+    accepted = facts.accepted
     rejected = [d for d in decisions if d.get("outcome") != "accepted"]
-    notes = [e.get("text", "") for e in events if e.get("type") == "note"]
-    audits = {e.get("commit"): e for e in events if e.get("type") == "audit"}
-    audits_by_iteration = {e.get("iteration"): e for e in events if e.get("type") == "audit"}
-    usage = Usage.from_journal(events)
+    notes = facts.notes
+    audits = facts.audits
+    audits_by_iteration = facts.audits_by_iteration
+    usage = facts.usage
 
     out = [SUMMARY_HEADER, ""]
     out += _task_lines(task_card)
     out.append("")
 
     # The best version. Its baseline is the best QPS the first evaluation compared against.
-    baseline = baseline_qps(events)
+    baseline = facts.baseline_qps
     if accepted:
         best = accepted[-1]
         out.append(
             f"Best so far: {_fmt_qps(best.get('qps'))} QPS at recall@10 {_fmt_recall(best.get('recall10'))}, "
             f"commit {str(best.get('commit') or '?')[:12]} (iteration {best.get('iteration')}: "
-            f"{_one_line(best.get('message'), 160)})"
+            f"{one_line(best.get('message'), 160)})"
         )
         if baseline:
             out.append(f"Starting point: {_fmt_qps(baseline)} QPS; best is {float(best['qps']) / float(baseline):.2f}x that.")
@@ -171,11 +175,10 @@ def build_state_summary(
             "Best so far: the starting code (no change accepted yet)"
             + (f", {_fmt_qps(baseline)} QPS." if baseline else ".")
         )
-    since = 0
-    for d in reversed(decisions):
-        if d.get("outcome") == "accepted":
-            break
-        since += 1
+    since = facts.since_improvement
+    if facts.reference and facts.reference.get("qps"):
+        out.append(f"Reference (the project's own engine on this task): {_fmt_qps(facts.reference['qps'])} QPS"
+                   + (f"; the best is {facts.of_reference:.0%} of it." if facts.of_reference else "."))
     out.append(
         f"Progress: {len(decisions)} submissions, {len(accepted)} accepted, {since} since the last improvement; "
         f"{usage.tool_calls} tool calls, {usage.tokens:,} tokens, ${usage.cost_usd:.2f}."
@@ -188,10 +191,10 @@ def build_state_summary(
     for d in accepted:
         audit = audits.get(d.get("commit"))
         verdict = f", audit {audit.get('verdict')}" if audit else ""
-        stat = f" [{_one_line(d.get('diff_stat'), 80)}]" if d.get("diff_stat") else ""
+        stat = f" [{one_line(d.get('diff_stat'), 80)}]" if d.get("diff_stat") else ""
         out.append(
             f"- it {d.get('iteration')}: {_fmt_qps(d.get('best_qps_before'))} -> {_fmt_qps(d.get('qps'))} QPS, "
-            f"recall {_fmt_recall(d.get('recall10'))}{verdict}: {_one_line(d.get('message'), 200)}{stat}"
+            f"recall {_fmt_recall(d.get('recall10'))}{verdict}: {one_line(d.get('message'), 200)}{stat}"
         )
     out.append("")
 
@@ -217,13 +220,13 @@ def build_state_summary(
         for d in shown:
             qps = f" {_fmt_qps(d.get('qps'))} QPS," if d.get("qps") is not None else ""
             rec = f" recall {_fmt_recall(d.get('recall10'))}," if d.get("recall10") is not None else ""
-            why = _one_line(d.get("reason"), 220)
+            why = one_line(d.get("reason"), 220)
             audit = audits_by_iteration.get(d.get("iteration"))
             if d.get("outcome") == "flagged" and audit:
                 rules = sorted({m.group(1) for f in audit.get("findings") or () if (m := re.match(r"\[([\w-]+)\]", str(f)))})
-                why = f"the audit flagged it ({', '.join(rules) or 'see findings'}); " + _one_line(d.get("reason"), 160)
+                why = f"the audit flagged it ({', '.join(rules) or 'see findings'}); " + one_line(d.get("reason"), 160)
             out.append(
-                f"- it {d.get('iteration')} {d.get('outcome')}:{qps}{rec} tried: {_one_line(d.get('message'), 140)}"
+                f"- it {d.get('iteration')} {d.get('outcome')}:{qps}{rec} tried: {one_line(d.get('message'), 140)}"
                 f" — reason: {why}"
             )
     out.append("")
@@ -235,7 +238,7 @@ def build_state_summary(
         if len(notes) > max_notes:
             out.append(f"- ({len(notes) - max_notes} older notes dropped)")
         for text in notes[-max_notes:]:
-            out.append(f"- {_one_line(text, 500)}")
+            out.append(f"- {one_line(text, 500)}")
     out.append("")
     out.append(
         "The workspace holds the best version plus any edits made since. Carry on from here: "

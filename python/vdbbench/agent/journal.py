@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -11,16 +12,37 @@ EVENT_TYPES = frozenset(
     {
         "session_start", "model_call", "assistant", "tool_call", "tool_result", "build", "tests",
         "evaluation", "decision", "note", "compaction", "review", "audit", "budget_stop", "error",
-        "session_end",
+        "session_end", "protocol", "reference",
     }
 )
 # Events after which a crash must not lose anything: written with fsync.
-_DURABLE = frozenset({"decision", "audit", "budget_stop", "session_start", "session_end"})
+_DURABLE = frozenset({"decision", "audit", "budget_stop", "session_start", "session_end", "reference"})
 
-OUTCOMES = (
-    "accepted", "slower", "recall_below_floor", "build_failed", "tests_failed", "timed_out",
-    "crashed", "no_change", "flagged",
-)
+
+@dataclass(frozen=True)
+class Outcome:
+    """A decision's outcome as every reader shows it: legend label, colour, plot marker."""
+
+    label: str
+    color: str
+    marker: str
+    size: int
+    zorder: int = 3
+    measured: bool = True  # whether a submission with this outcome was timed
+
+
+# Every outcome a decision can have, in the order of the plot's legend.
+OUTCOMES: dict[str, Outcome] = {
+    "accepted": Outcome("accepted", "#1a9850", "*", 150, zorder=5),
+    "slower": Outcome("slower / no gain", "#7f7f7f", "o", 22),
+    "recall_below_floor": Outcome("recall under floor", "#f46d43", "v", 32),
+    "flagged": Outcome("flagged by audit", "#d73027", "X", 70, zorder=4),
+    "build_failed": Outcome("build failed", "#8c510a", "s", 26, measured=False),
+    "tests_failed": Outcome("tests failed", "#762a83", "D", 24, measured=False),
+    "timed_out": Outcome("timed out", "#2166ac", "P", 34, measured=False),
+    "crashed": Outcome("crashed", "#000000", "x", 30, measured=False),
+    "no_change": Outcome("no change", "#bdbdbd", "|", 40, zorder=2, measured=False),
+}
 
 
 def event_time(t) -> float | None:

@@ -9,13 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, TextIO
 
 from vdbbench.agent.budget import Budgets
-from vdbbench.agent.journal import event_time
-
-_OUTCOME_COLOUR = {
-    "accepted": "bold green", "slower": "grey62", "recall_below_floor": "dark_orange", "flagged": "bold red",
-    "build_failed": "red3", "tests_failed": "magenta", "timed_out": "blue", "crashed": "red", "no_change": "grey50",
-}
-
+from vdbbench.agent.facts import Facts
+from vdbbench.agent.journal import OUTCOMES, event_time
 
 def _qps(v: Any) -> str:
     return "—" if v is None else f"{float(v):,.0f}"
@@ -27,93 +22,50 @@ def _clock(seconds: float) -> str:
 
 
 @dataclass
-class SessionState:
-    """What the view shows, updated event by event (no rescans, so 6000-call sessions stay cheap)."""
+class SessionState(Facts):
+    """What the view shows: the journal's facts (updated event by event, no rescans, so
+    6000-call sessions stay cheap) plus what is happening right now."""
 
-    task: str = "?"
-    model: str = "?"
-    iteration: int = 0
-    best_qps: float | None = None
-    best_recall: float | None = None
-    baseline_qps: float | None = None
     last_outcome: str | None = None
     last_message: str = ""
     last_reason: str = ""
-    tool_calls: int = 0
-    tokens: int = 0
-    cost_usd: float = 0.0
-    accepted: int = 0
-    compactions: int = 0
-    reviews: int = 0
     activity: str = "starting"
-    closed_wall_s: float = 0.0  # wall time of earlier segments (before resumes)
-    segment_start: float | None = None  # journal time of the current segment's start
-    last_event_t: float | None = None
     stopped: str | None = None
     recent: deque = field(default_factory=lambda: deque(maxlen=6))
 
+    @property
+    def best_recall_shown(self) -> float | None:
+        return self.best_recall if self.accepted else None
+
     def elapsed(self, now: float | None = None) -> float:
         """Wall seconds across segments; the live segment runs to `now` (default: the clock)."""
-        if self.segment_start is None:
-            return self.closed_wall_s
-        end = now if now is not None else time.time()
-        return self.closed_wall_s + max(0.0, end - self.segment_start)
+        return super().elapsed(now if now is not None else time.time())
 
     def apply(self, ev: Mapping[str, Any]) -> None:
+        super().apply(ev)
         kind = ev.get("type")
-        t = event_time(ev.get("t"))
-        self.iteration = max(self.iteration, int(ev.get("iteration") or 0))
         if kind == "session_start":
-            if self.segment_start is not None and self.last_event_t is not None:
-                self.closed_wall_s += max(0.0, self.last_event_t - self.segment_start)
-            self.segment_start = t
-            task = ev.get("task") or {}
-            card = task.get("card") if isinstance(task.get("card"), Mapping) else task
-            self.task = (card or {}).get("name") or self.task
-            self.model = ev.get("model") or self.model
             self.activity = "resumed" if ev.get("resumed") else "started"
             self.stopped = None
-        elif self.segment_start is None and t is not None:
-            self.segment_start = t
-        if t is not None:
-            self.last_event_t = t
-        if kind == "model_call":
-            self.tokens += int(ev.get("total_tokens") or 0)
-            self.cost_usd += float(ev.get("cost_usd") or 0.0)
+        elif kind == "model_call":
             self.activity = "thinking" if not ev.get("error") else f"model error: {str(ev.get('error'))[:60]}"
         elif kind == "tool_call":
-            self.tool_calls += 1
             self.activity = f"tool: {ev.get('name')}"
         elif kind == "build":
             self.activity = "built" if ev.get("ok") else "build failed"
         elif kind == "evaluation":
-            cand = ev.get("candidate") if isinstance(ev.get("candidate"), Mapping) else {}
-            if (self.baseline_qps is None and ev.get("best") is None and ev.get("split", "heldout") == "heldout"
-                    and self.iteration == 0 and cand.get("qps")):
-                self.baseline_qps = cand["qps"]  # the start version's own measurement
-                self.best_qps = self.best_qps or cand["qps"]
-            if self.baseline_qps is None and isinstance(ev.get("best"), Mapping):
-                self.baseline_qps = ev["best"].get("qps")
             self.activity = f"evaluated ({ev.get('split')})"
+        elif kind == "reference":
+            self.activity = "measured the reference"
         elif kind == "decision":
             self.last_outcome = ev.get("outcome")
             self.last_message = " ".join(str(ev.get("message") or "").split())
             self.last_reason = " ".join(str(ev.get("reason") or "").split())
-            if self.baseline_qps is None and ev.get("best_qps_before") is not None:
-                self.baseline_qps = ev.get("best_qps_before")
-            if ev.get("best_qps_after") is not None:
-                self.best_qps = ev.get("best_qps_after")
-            if ev.get("outcome") == "accepted":
-                self.accepted += 1
-                self.best_qps = ev.get("qps", self.best_qps)
-                self.best_recall = ev.get("recall10")
             self.recent.append((ev.get("iteration"), ev.get("outcome"), ev.get("qps"), self.last_message))
             self.activity = "decided"
         elif kind == "compaction":
-            self.compactions += 1
             self.activity = f"compacted {ev.get('before_tokens')} -> {ev.get('after_tokens')} tokens"
         elif kind == "review":
-            self.reviews += 1
             self.activity = "strategic review"
         elif kind == "budget_stop":
             self.stopped = f"budget {ev.get('which')}: {ev.get('used')} of {ev.get('limit')}"
@@ -121,6 +73,11 @@ class SessionState:
         elif kind == "session_end":
             self.stopped = self.stopped or f"ended: {ev.get('reason')}"
             self.activity = "ended"
+
+
+def _colour(outcome: str | None) -> str:
+    o = OUTCOMES.get(str(outcome))
+    return "" if o is None else (f"bold {o.color}" if outcome in ("accepted", "flagged") else o.color)
 
 
 def decision_line(state: SessionState, ev: Mapping[str, Any], now: float | None = None) -> str:
@@ -175,7 +132,7 @@ class LiveView:
                 self._print(f"[stop] {self.state.stopped} — raise it and `vdbbench agent resume` to carry on")
             elif kind == "session_end":
                 self._print(f"[end] {ev.get('reason')}: best {_qps(self.state.best_qps)} QPS after "
-                            f"{self.state.iteration} submissions, {self.state.tool_calls} tool calls, "
+                            f"{len(self.state.decisions)} submissions, {self.state.tool_calls} tool calls, "
                             f"{self.state.tokens:,} tokens, ${self.state.cost_usd:.2f}")
             elif kind == "compaction":
                 self._print(f"[compaction] {int(ev.get('before_tokens') or 0):,} -> {int(ev.get('after_tokens') or 0):,} tokens"
@@ -210,18 +167,19 @@ class LiveView:
         grid.add_column()
         grid.add_column(style="bold")
         grid.add_column()
-        speed = f" (×{s.best_qps / s.baseline_qps:.2f} the start)" if s.best_qps and s.baseline_qps else ""
-        best = f"{_qps(s.best_qps)} QPS{speed}" + (f", recall {s.best_recall:.4f}" if s.best_recall is not None else "")
-        last = Text(s.last_outcome or "—", style=_OUTCOME_COLOUR.get(s.last_outcome or "", ""))
+        speed = f" (×{s.speedup:.2f} the start)" if s.speedup else ""
+        ref = f", {s.of_reference:.0%} of the reference" if s.of_reference else ""
+        best = f"{_qps(s.best_qps)} QPS{speed}{ref}" + (f", recall {s.best_recall_shown:.4f}" if s.best_recall_shown is not None else "")
+        last = Text(s.last_outcome or "—", style=_colour(s.last_outcome))
         grid.add_row("iteration", self._limit(s.iteration, b.iterations), "best", best)
         grid.add_row("tool calls", self._limit(s.tool_calls, b.tool_calls), "last outcome", last)
         grid.add_row("tokens", self._limit(s.tokens, b.tokens, lambda v: f"{int(v):,}"), "last change", s.last_message[:70] or "—")
         grid.add_row("cost", self._limit(s.cost_usd, b.cost_usd, lambda v: f"${float(v):.2f}"), "reason", s.last_reason[:70] or "—")
         grid.add_row("elapsed", self._limit(s.elapsed(now), b.wall_s, _clock), "now", s.stopped or s.activity)
-        grid.add_row("accepted", str(s.accepted), "compactions / reviews", f"{s.compactions} / {s.reviews}")
+        grid.add_row("accepted", str(len(s.accepted)), "compactions / reviews", f"{s.compactions} / {s.reviews}")
         recent = Table.grid(padding=(0, 1))
         for it, outcome, qps, msg in s.recent:
-            recent.add_row(f"it {it}", Text(str(outcome), style=_OUTCOME_COLOUR.get(str(outcome), "")),
+            recent.add_row(f"it {it}", Text(str(outcome), style=_colour(outcome)),
                            _qps(qps) if qps is not None else "", msg[:60])
         body = Table.grid()
         body.add_row(grid)

@@ -6,6 +6,9 @@ the session branch, becoming the new best) only when recall@10 stays at or above
 the median QPS gain reaches the margin, the one-sided signed-rank test gives p below the
 threshold, and the audit (static diff scan + re-evaluation on fresh queries) is clean.
 Anything else is rejected with the reason, and the model's working copy is left as it was.
+
+The parts: the tool table (`tools`), the prompts (`prompts`), the journal's facts (`facts`),
+the reference line (`reference`), the workspace (`workspace`) and the evaluator (`evaluator`).
 """
 
 from __future__ import annotations
@@ -15,24 +18,23 @@ import json
 import os
 import re
 import shutil
-import string
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from vdbbench.agent import audit as audit_mod
-from vdbbench.agent import compaction, review
+from vdbbench.agent import compaction, prompts, review, startup
 from vdbbench.agent import workspace as wsp
-from vdbbench.agent.budget import Budgets, PriceTable, Usage, exceeded, price_table
+from vdbbench.agent.budget import Budgets, PriceTable, exceeded, price_table
 from vdbbench.agent.evaluator import EvalReport, Evaluator, make_eval_data
+from vdbbench.agent.facts import Facts, Usage
 from vdbbench.agent.journal import Journal
+from vdbbench.agent.machine import machine
 from vdbbench.agent.model import Model, ModelFinished, ModelUnavailable, ToolCall
+from vdbbench.agent.startup import METRICS_TRAILER, Best, SessionError
 from vdbbench.agent.task import TaskCard, load_task
-from vdbbench.agent.tools import TOOL_SCHEMAS, FileTools, ToolArgumentError, ToolResult, parse_arguments
+from vdbbench.agent.tools import TOOL_SCHEMAS, FileTools, ToolArgumentError, ToolResult, run_tool
 
-METRICS_TRAILER = "vdbbench-metrics: "
-_SOURCE_PROMPTS = Path(__file__).resolve().parents[3] / "agent" / "prompts"
 
 
 class SessionOver(Exception):
@@ -49,52 +51,29 @@ class BudgetStop(SessionOver):
         self.which, self.limit, self.used = which, limit, used
 
 
-class SessionError(RuntimeError):
-    """The session cannot start or resume (the start version does not build, no journal...)."""
-
-
-def find_prompts(card: TaskCard) -> Path:
-    """The prompt templates: <card folder>/../prompts (agent/tasks -> agent/prompts), else the source tree's."""
-    near = Path(card.path).parent.parent / "prompts"
-    for cand in (near, _SOURCE_PROMPTS):
-        if (cand / "system.md").is_file():
-            return cand
-    raise SessionError(f"no prompt templates found (looked in {near} and {_SOURCE_PROMPTS})")
-
-
-def render(prompts: Path, template: str, **values) -> str:
-    return string.Template((prompts / template).read_text(encoding="utf-8")).safe_substitute(values).strip()
-
-
-@dataclass
-class Best:
-    commit: str
-    qps: float | None
-    recall10: float | None
-
-
-def _fmt(q: float | None) -> str:
-    return "?" if q is None else f"{q:,.0f}"
+_fmt = prompts.fmt_qps
 
 
 class Session:
     """One agent session in its run directory: workspace, builds, journal, conversation."""
 
     def __init__(self, run_dir: Path, card: TaskCard, model: Model, budgets: Budgets,
-                 prices: PriceTable | None = None, on_event: Callable[[dict], None] | None = None):
-        self.run_dir = run_dir
+                 prices: PriceTable | None = None, on_event: Callable[[dict], None] | None = None,
+                 prompt_dir=None):
+        self.run_dir = Path(run_dir).resolve()
         self.card = card
         self.model = model
         self.budgets = budgets
         self.prices = prices or price_table()
         self.on_event = on_event
-        self.ws = run_dir / "workspace"
+        self.ws = self.run_dir / "workspace"
         # One cargo target folder per session (incremental builds); tests share one across sessions.
-        self.target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or run_dir / "target")
-        self.builds = run_dir / "builds"
-        self.journal = Journal(run_dir / "journal.jsonl")
+        self.target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or self.run_dir / "target").resolve()
+        self.builds = self.run_dir / "builds"
+        self.journal = Journal(self.run_dir / "journal.jsonl")
         self.files = FileTools(self.ws, card)
-        self.prompts = find_prompts(card)
+        self.prompts = prompt_dir if prompt_dir is not None else prompts.for_card(card)
+        self.machine = machine()
         self.evaluator: Evaluator | None = None
         self.messages: list[dict] = []
         self.last_usage: dict | None = None
@@ -122,8 +101,11 @@ class Session:
     def events(self) -> list[dict]:
         return self.journal.events()
 
+    def facts(self) -> Facts:
+        return Facts.fold(self.events())
+
     def usage(self) -> Usage:
-        return Usage.from_journal(self.events())
+        return self.facts().usage
 
     # -- creation and resume ---------------------------------------------------------------
     @classmethod
@@ -131,36 +113,35 @@ class Session:
                budget_overrides: dict | None = None, prices: PriceTable | None = None,
                on_event: Callable[[dict], None] | None = None) -> "Session":
         run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + re.sub(r"[^A-Za-z0-9_.-]", "_", card.name)
-        run_dir = Path(runs_dir) / run_id
+        run_dir = Path(runs_dir).resolve() / run_id
         if run_dir.exists():
             raise SessionError(f"run directory {run_dir} already exists; use `vdbbench agent resume {run_dir}`")
         run_dir.mkdir(parents=True)
         shutil.copy2(card.path, run_dir / "task.toml")
+        prompts.keep_with_run(card, run_dir)
         budgets = Budgets.merged(card.budgets, budget_overrides)
         (run_dir / "session.json").write_text(json.dumps({
-            "card_path": card.path, "prompts": str(find_prompts(card)),
+            "card_path": card.path, "prompts": "run folder" if card.prompts else "package",
             "model": model.name, "base_url": getattr(model, "base_url", None),
             "budget_overrides": budget_overrides or {},
         }, indent=2))
         wsp.create_workspace(card, run_dir / "workspace")
-        session = cls(run_dir, card, model, budgets, prices, on_event)
+        session = cls(run_dir, card, model, budgets, prices, on_event, prompts.for_run(run_dir))
         session._start(resumed=False)
         return session
 
     @classmethod
     def resume(cls, run_dir: Path, model: Model, budget_overrides: dict | None = None,
                prices: PriceTable | None = None, on_event: Callable[[dict], None] | None = None) -> "Session":
-        run_dir = Path(run_dir)
+        run_dir = Path(run_dir).resolve()
         if not (run_dir / "journal.jsonl").exists() or not (run_dir / "workspace" / ".git").exists():
             raise SessionError(f"{run_dir} is not a session run directory (no journal.jsonl or workspace)")
         meta = json.loads((run_dir / "session.json").read_text())
-        card = load_task(run_dir / "task.toml")
+        # The copy's relative paths mean what they meant beside the original card.
+        card = load_task(run_dir / "task.toml", origin=meta.get("card_path"))
         merged = {**meta.get("budget_overrides", {}), **{k: v for k, v in (budget_overrides or {}).items() if v is not None}}
         budgets = Budgets.merged(card.budgets, merged)
-        session = cls(run_dir, card, model, budgets, prices, on_event)
-        prompts = Path(meta.get("prompts", ""))
-        if (prompts / "system.md").is_file():
-            session.prompts = prompts
+        session = cls(run_dir, card, model, budgets, prices, on_event, prompts.for_run(run_dir))
         session._start(resumed=True)
         return session
 
@@ -171,106 +152,31 @@ class Session:
                   config={"budgets": self.budgets.as_dict(), "window_tokens": card.session.window_tokens,
                           "margin": card.objective.margin, "repeats": card.objective.repeats,
                           "recall_floor": card.objective.recall_floor, "review_every": card.session.review_every},
+                  machine={"cpu": self.machine.cpu, "cores": self.machine.cores, "simd": self.machine.simd,
+                           "caches": self.machine.caches},
                   resumed=resumed)
         self.evaluator = Evaluator(card, make_eval_data(card), self.run_dir)
         if resumed:
-            self._restore()
+            startup.restore(self)
         else:
-            self._baseline()
-        summary = None
+            startup.measure_reference(self, startup.baseline(self))
+        self.messages = [{"role": "system", "content": self._system_prompt()}]
         if resumed:
             summary = compaction.build_state_summary(self.events(), card.to_dict())
-        self.messages = [{"role": "system", "content": self._system_prompt()}]
-        if summary:
             changed = wsp.diff_vs_best(self.ws, card, stat=True) or "none"
-            self.messages.append({"role": "user", "content": summary + "\n\n" + render(self.prompts, "resume.md", changed=changed)})
+            self.messages.append({"role": "user", "content": summary + "\n\n" + prompts.render(self.prompts, "resume.md", changed=changed)})
         else:
-            self.messages.append({"role": "user", "content": render(self.prompts, "begin.md")})
+            self.messages.append({"role": "user", "content": prompts.render(self.prompts, "begin.md")})
 
     def _system_prompt(self) -> str:
-        c = self.card
-        build_args = "".join(f", {k}={v!r}" for k, v in c.entry.build_args.items())
-        search_args = ", ".join(f"{k}={v!r}" for k, v in c.entry.search_args.items())
-        if self.best.qps is not None:
-            best = f"{_fmt(self.best.qps)} QPS at recall@10 {self.best.recall10:.4f} (commit {self.best.commit[:12]})."
-        else:
-            best = "not measured yet."
-        if self.best.recall10 is not None and self.best.recall10 < c.objective.recall_floor:
-            best += f" NOTE: the current best misses the recall floor ({self.best.recall10:.4f} < {c.objective.recall_floor}); a submission must reach it."
-        task = render(
-            self.prompts, "task.md", name=c.name, description=c.description,
-            editable="\n".join(f"- `{p}`" for p in c.editable), manifest=c.build.manifest,
-            module=c.entry.module, cls=c.entry.cls, dim=c.dataset.dim, build_args=build_args,
-            search_args=search_args, dataset=c.dataset.name, n=f"{c.dataset.n:,}", metric=c.dataset.metric,
-            threads=c.objective.threads, recall_floor=c.objective.recall_floor,
-            clock=("process's CPU time (all its threads)" if c.objective.clock_kind == "cpu" else "wall clock"),
-            margin_pct=f"{c.objective.margin:.0%}", repeats=c.objective.repeats, p_value=c.objective.p_value,
-            tests=(f"`cargo test` of `{c.tests.manifest or c.build.manifest}` must pass" if c.tests.enabled else "none"),
-            best=best, hints=(f"## Hints\n{c.hints}" if c.hints else ""),
-        )
-        return render(self.prompts, "system.md") + "\n\n" + task
+        best = prompts.best_text(self.card, self.best.qps, self.best.recall10, self.best.commit)
+        return prompts.system_prompt(self.prompts, self.card, self.machine, best)
 
-    def _baseline(self) -> None:
-        """Build the start version as the first best and measure it once."""
-        res = self._build_into(self.builds / "best")
-        if not res.ok:
-            self.emit("error", where="baseline build", text=res.errors)
-            raise SessionError(f"the start version does not build:\n{res.errors}")
-        head = wsp.head(self.ws)
-        (self.builds / "best" / "COMMIT").write_text(head)
-        report = self.evaluator.run("heldout", self.builds / "best" / f"{self.card.entry.leaf}.so", None)
-        self.emit("evaluation", **report.journal_payload())
-        if report.failure:
-            raise SessionError(f"the start version fails under the harness: {report.failure.text}")
-        self.best = Best(head, report.candidate.qps, report.candidate.recall10)
+    def _refresh_system_prompt(self) -> None:
+        """The system message states the current best: it moves with every accepted change."""
+        if self.messages and self.messages[0].get("role") == "system":
+            self.messages[0] = {"role": "system", "content": self._system_prompt()}
 
-    def _restore(self) -> None:
-        """Best = the session branch's head; a commit the journal missed (crash) is recovered."""
-        events = self.events()
-        self.journal.iteration = sum(1 for e in events if e.get("type") == "decision")
-        head = wsp.head(self.ws)
-        accepted = [e for e in events if e.get("type") == "decision" and e.get("outcome") == "accepted"]
-        known = {e.get("commit") for e in accepted}
-        baseline = next((e for e in events if e.get("type") == "evaluation" and e.get("best") is None
-                         and e.get("iteration") == 0 and e.get("candidate")), None)
-        if head not in known and head != wsp.start_commit(self.ws):
-            msg = wsp.git(self.ws, "log", "-1", "--format=%B", head)
-            metrics = {}
-            for line in msg.splitlines():
-                if line.startswith(METRICS_TRAILER):
-                    metrics = json.loads(line[len(METRICS_TRAILER):])
-            self.journal.iteration += 1
-            self.emit("error", where="resume", text=f"commit {head[:12]} was accepted but its decision was not journaled (crash); recovered from the commit")
-            self.emit("decision", outcome="accepted", qps=metrics.get("qps"), recall10=metrics.get("recall10"),
-                      best_qps_before=metrics.get("best_qps_before"), best_qps_after=metrics.get("qps"), commit=head,
-                      message=metrics.get("message", ""), reason="recovered from the workspace history after a crash",
-                      diff_stat="")
-            accepted.append({"commit": head, "qps": metrics.get("qps"), "recall10": metrics.get("recall10")})
-        if accepted:
-            last = accepted[-1]
-            self.best = Best(head, last.get("qps"), last.get("recall10"))
-        elif baseline:
-            self.best = Best(head, baseline["candidate"]["qps"], baseline["candidate"]["recall10"])
-        else:
-            self.best = Best(head, None, None)
-        marker = self.builds / "best" / "COMMIT"
-        lib = self.builds / "best" / f"{self.card.entry.leaf}.so"
-        if not (lib.exists() and marker.exists() and marker.read_text().strip() == head):
-            src = self.run_dir / "best-src"
-            wsp.export_tree(self.ws, head, src)
-            res = wsp.build(src, self.card, self.target, self.builds / "best")
-            self.emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=res.stderr_tail[-1500:], what="best (resume)")
-            if not res.ok:
-                raise SessionError(f"the best commit {head[:12]} no longer builds:\n{res.errors}")
-            marker.write_text(head)
-        if self.best.qps is None:
-            self._baseline_measure_only()
-
-    def _baseline_measure_only(self) -> None:
-        report = self.evaluator.run("heldout", self.builds / "best" / f"{self.card.entry.leaf}.so", None)
-        self.emit("evaluation", **report.journal_payload())
-        if report.candidate:
-            self.best = Best(self.best.commit, report.candidate.qps, report.candidate.recall10)
 
     # -- the loop --------------------------------------------------------------------------
     def run(self) -> dict:
@@ -281,6 +187,7 @@ class Session:
         except BudgetStop as stop:
             self.emit("budget_stop", which=stop.which, limit=stop.limit, used=stop.used)
             reason = stop.reason
+            self._final_turn(reason)
         except SessionOver as over:
             reason = over.reason
         except ModelFinished:
@@ -289,6 +196,28 @@ class Session:
             self._end("interrupted")
             raise
         return self._end(reason)
+
+    def _final_turn(self, reason: str) -> None:
+        """When the session stops before the model saw its last verdict, one more model turn shows
+        it (no tools run); if that call fails, the report marks the verdict 'not seen by the model'."""
+        last = self.facts().unseen_verdict
+        if last is None:
+            return
+        verdict = next((m["content"] for m in reversed(self.messages) if m.get("role") == "tool"
+                        and str(m.get("content", "")).startswith(("ACCEPTED", "REJECTED"))), last.get("reason") or "")
+        self.messages.append({"role": "user", "content": prompts.render(self.prompts, "final.md", reason=reason, verdict=verdict)})
+        try:
+            self._maybe_compact()
+            reply = self.model.query(self.messages, [])
+        except (ModelUnavailable, ModelFinished) as exc:
+            for a in getattr(exc, "attempts", []):
+                self._journal_attempt(a)
+            self.emit("error", where="final turn", text=f"the last verdict was not shown to the model: {exc}")
+            return
+        for a in reply.attempts:
+            self._journal_attempt(a)
+        self.emit("assistant", content=reply.content, reasoning_content=reply.reasoning_content, tool_calls=[], final=True)
+        self.messages.append({"role": "assistant", "content": reply.content or ""})
 
     def _end(self, reason: str) -> dict:
         u = self.usage()
@@ -332,7 +261,7 @@ class Session:
             left = self.card.session.max_idle_replies - self._idle
             if left <= 0:
                 raise SessionOver("model_stopped")
-            self.messages.append({"role": "user", "content": render(self.prompts, "nudge.md", left=left)})
+            self.messages.append({"role": "user", "content": prompts.render(self.prompts, "nudge.md", left=left)})
             return
         self._idle = 0
         for call in reply.tool_calls:
@@ -341,6 +270,7 @@ class Session:
         for text in self._pending_user:
             self.messages.append({"role": "user", "content": text})
         self._pending_user.clear()
+        self._refresh_system_prompt()
 
     def _journal_attempt(self, a) -> None:
         cost = self.prices.cost_of(self.model.name, a.prompt_tokens, a.completion_tokens) if a.prompt_tokens is not None else 0.0
@@ -354,6 +284,7 @@ class Session:
         if not compaction.needs_compaction(self.messages, window, reserve, self.last_usage):
             return
         before = compaction.estimate_tokens(self.messages, self.last_usage)
+        self._refresh_system_prompt()
         self.messages = compaction.compact(self.messages, self.events(), self.card.to_dict(), window,
                                            keep_recent_turns=4, reserve=reserve, last_usage=self.last_usage)
         after = compaction.chars_tokens(self.messages)
@@ -371,8 +302,7 @@ class Session:
         self.emit("tool_call", id=call.id, name=call.name, arguments=shown_args)
         t0 = time.perf_counter()
         try:
-            args = parse_arguments(call.name, call.arguments)
-            result = self._dispatch(call.name, args)
+            result = run_tool(self, call.name, call.arguments)
         except ToolArgumentError as exc:
             result = ToolResult(f"error: {exc}", ok=False)
         except (SessionOver, KeyboardInterrupt):
@@ -384,18 +314,13 @@ class Session:
                   text=result.text, seconds=round(time.perf_counter() - t0, 3))
         return result
 
-    def _dispatch(self, name: str, args: dict) -> ToolResult:
-        if name in ("list_files", "read_file", "write_file", "edit_file"):
-            return getattr(self.files, name)(**args)
-        return getattr(self, f"tool_{name}")(**args)
-
     def _fingerprint(self) -> str:
         return hashlib.sha256((self.best.commit + "\n" + wsp.diff_vs_best(self.ws, self.card)).encode()).hexdigest()
 
     def _build_into(self, out_dir: Path):
         res = wsp.build(self.ws, self.card, self.target, out_dir)
         self.emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=res.stderr_tail[-1500:],
-                  errors=res.errors)
+                  errors=res.errors, warnings=res.warnings)
         return res
 
     def _build_current(self) -> tuple[bool, str, bool]:
@@ -405,7 +330,10 @@ class Session:
             return self._built_ok, ("build ok (unchanged since the last build)" if self._built_ok else self._built_text), False
         res = self._build_into(self.builds / "current")
         self._built_fp, self._built_ok = fp, res.ok
-        self._built_text = f"build ok ({res.seconds:.1f} s)" if res.ok else f"build failed ({res.seconds:.1f} s):\n{res.errors}"
+        if res.ok:
+            self._built_text = f"build ok ({res.seconds:.1f} s)" + (f"\n{res.warnings}" if res.warnings else "")
+        else:
+            self._built_text = f"build failed ({res.seconds:.1f} s):\n{res.errors}"
         return res.ok, self._built_text, True
 
     @property
@@ -416,10 +344,6 @@ class Session:
     def _best_lib(self) -> Path:
         return self.builds / "best" / f"{self.card.entry.leaf}.so"
 
-    def tool_build(self) -> ToolResult:
-        ok, text, _ = self._build_current()
-        return ToolResult(text, ok=ok)
-
     def _run_tests(self):
         """cargo test of the working copy; a pass is remembered until the code changes."""
         fp = self._fingerprint()
@@ -429,76 +353,6 @@ class Session:
         self.emit("tests", ok=res.ok, seconds=round(res.seconds, 3), summary=res.summary, output_tail=res.output_tail[-1500:])
         self._tested = (fp, res)
         return res
-
-    def tool_run_tests(self) -> ToolResult:
-        if not self.card.tests.enabled:
-            return ToolResult("this task has no Rust tests; build and benchmark instead")
-        res = self._run_tests()
-        if res.ok:
-            return ToolResult(f"tests passed ({res.seconds:.1f} s): {res.summary}")
-        return ToolResult(f"tests FAILED ({res.seconds:.1f} s): {res.summary}\n{res.failures}", ok=False)
-
-    def _compare_text(self, report: EvalReport, what: str) -> str:
-        c, b = report.candidate, report.best
-        floor = self.card.objective.recall_floor
-        lines = [f"{what}: your working copy {_fmt(c.qps)} QPS, recall@10 {c.recall10:.4f} "
-                 f"({'meets' if c.recall10 >= floor else 'MISSES'} the floor {floor})"]
-        if b is not None:
-            lines.append(f"current best measured in the same run: {_fmt(b.qps)} QPS, recall@10 {b.recall10:.4f}; "
-                         f"median gain {report.gain:+.1%} (p={report.p_value if report.p_value is not None else float('nan'):.3f}; "
-                         f"the margin to beat is {self.card.objective.margin:.0%})")
-        lines.append(f"per-repeat QPS: yours {', '.join(_fmt(q) for q in c.qps_samples)}"
-                     + (f"; best {', '.join(_fmt(q) for q in b.qps_samples)}" if b else ""))
-        lines.append(f"QPS timed on the {c.clock} clock" + (f" (wall-clock QPS {_fmt(c.wall_qps)})" if c.clock != "wall" else "")
-                     + f"; index build: train {c.train_s:.3f} s, add {c.add_s:.3f} s")
-        return "\n".join(lines)
-
-    def tool_benchmark(self) -> ToolResult:
-        ok, text, _ = self._build_current()
-        if not ok:
-            return ToolResult(f"cannot benchmark: {text}", ok=False)
-        report = self.evaluator.run("dev", self._current_lib, self._best_lib)
-        self.emit("evaluation", **report.journal_payload())
-        if report.failure:
-            return ToolResult(f"benchmark failed ({report.failure.outcome}): {report.failure.text}", ok=False)
-        if report.best_failure:
-            return ToolResult(f"the best build failed under the harness ({report.best_failure.text}); yours:\n"
-                              + self._compare_text(EvalReport("dev", report.candidate, None, None, None), "dev queries"), ok=False)
-        return ToolResult(self._compare_text(report, "dev queries"))
-
-    def tool_profile(self) -> ToolResult:
-        ok, text, _ = self._build_current()
-        if not ok:
-            return ToolResult(f"cannot profile: {text}", ok=False)
-        report = self.evaluator.run("dev", self._current_lib, None, stats=True)
-        if report.failure:
-            return ToolResult(f"profile failed ({report.failure.outcome}): {report.failure.text}", ok=False)
-        c = report.candidate
-        head = f"one search of {len(self.evaluator.data.dev.queries) // max(1, c.repeats)} dev queries: {_fmt(c.qps)} QPS, {c.p50_ms:.4f} ms/query"
-        if c.stats:
-            flat = dict(_flatten(c.stats))
-            wall = flat.get("wall_s") or sum(v for k, v in flat.items() if k.endswith("_s") and isinstance(v, (int, float)))
-            rows = []
-            for k, v in flat.items():
-                share = ""
-                if k.endswith("_s") and k != "wall_s" and isinstance(v, (int, float)) and wall:
-                    share = f"  ({100 * v / wall:.1f}% of the search)"
-                rows.append(f"  {k}: {v}{share}")
-            body = "\n".join(rows)
-            text = f"{head}\nlast_search_stats():\n{body}"
-        else:
-            text = (f"{head}\nthis engine has no last_search_stats(); add per-stage counters and seconds to it "
-                    "if you want a breakdown (routing, prescore, rerank, top-k)")
-        self._last_profile = text
-        return ToolResult(text)
-
-    def tool_revert_to_best(self) -> ToolResult:
-        wsp.revert_to_best(self.ws, self.card)
-        return ToolResult(f"the editable files are back at the best version (commit {self.best.commit[:12]})")
-
-    def tool_note(self, text: str) -> ToolResult:
-        self.emit("note", text=text)
-        return ToolResult("noted")
 
     # -- submit: the judge -----------------------------------------------------------------
     def tool_submit(self, message: str) -> ToolResult:
@@ -599,10 +453,3 @@ class Session:
                   jump_factor=(cand.qps / report.best.qps) if report.best.qps else None)
         return result
 
-
-def _flatten(d, prefix=""):
-    for k, v in d.items():
-        if isinstance(v, dict):
-            yield from _flatten(v, f"{prefix}{k}.")
-        else:
-            yield f"{prefix}{k}", v

@@ -7,21 +7,20 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from vdbbench.agent.budget import Usage
-from vdbbench.agent.journal import event_time
+from vdbbench.agent.facts import PROGRESS_AXES, Facts
+from vdbbench.agent.journal import OUTCOMES
 
-# Every outcome a decision can have, how it is drawn, and the order of the legend.
-OUTCOME_STYLE: dict[str, dict[str, Any]] = {
-    "accepted": dict(marker="*", color="#1a9850", s=150, label="accepted", zorder=5),
-    "slower": dict(marker="o", color="#7f7f7f", s=22, label="slower / no gain", zorder=3),
-    "recall_below_floor": dict(marker="v", color="#f46d43", s=32, label="recall under floor", zorder=3),
-    "flagged": dict(marker="X", color="#d73027", s=70, label="flagged by audit", zorder=4),
-    "build_failed": dict(marker="s", color="#8c510a", s=26, label="build failed", zorder=3),
-    "tests_failed": dict(marker="D", color="#762a83", s=24, label="tests failed", zorder=3),
-    "timed_out": dict(marker="P", color="#2166ac", s=34, label="timed out", zorder=3),
-    "crashed": dict(marker="x", color="#000000", s=30, label="crashed", zorder=3),
-    "no_change": dict(marker="|", color="#bdbdbd", s=40, label="no change", zorder=2),
-}
+
+def outcome_style(outcome: str) -> dict[str, Any]:
+    """matplotlib scatter keywords for an outcome (journal.OUTCOMES), a plain dot for unknown ones."""
+    o = OUTCOMES.get(outcome)
+    if o is None:
+        return dict(marker=".", color="m", s=20, label=str(outcome), zorder=3)
+    return dict(marker=o.marker, color=o.color, s=o.size, label=o.label, zorder=o.zorder)
+
+
+# Plot keywords per outcome, derived from journal.OUTCOMES (for readers such as the HTML page).
+OUTCOME_STYLE: dict[str, dict[str, Any]] = {name: outcome_style(name) for name in OUTCOMES}
 
 
 class ReportError(ValueError):
@@ -60,23 +59,6 @@ def decisions(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [e for e in events if e.get("type") == "decision"]
 
 
-def baseline_qps(events: Sequence[Mapping[str, Any]]) -> float | None:
-    """QPS of the starting code: its own measurement (an evaluation before the first submission,
-    with nothing to compare against), else what the first evaluation or decision compared against."""
-    for e in events:
-        if e.get("type") == "decision":
-            break
-        if (e.get("type") == "evaluation" and e.get("best") is None and e.get("split", "heldout") == "heldout"
-                and isinstance(e.get("candidate"), Mapping) and e["candidate"].get("qps")):
-            return float(e["candidate"]["qps"])
-    for e in events:
-        if e.get("type") == "evaluation" and isinstance(e.get("best"), Mapping) and e["best"].get("qps"):
-            return float(e["best"]["qps"])
-        if e.get("type") == "decision" and e.get("best_qps_before"):
-            return float(e["best_qps_before"])
-    return None
-
-
 X_AXES = {
     "iterations": "iteration (submission)",
     "tool_calls": "tool calls",
@@ -84,93 +66,48 @@ X_AXES = {
     "cost": "cost (USD)",
     "tokens": "tokens (millions)",
 }
+assert tuple(X_AXES) == PROGRESS_AXES
 
 
-def _progress(events: Sequence[Mapping[str, Any]], x: str) -> dict[int, float]:
-    """For each decision's seq, how far the session had come on axis `x` at that point."""
-    if x not in X_AXES:
-        raise ReportError(f"unknown x axis {x!r}; expected one of {', '.join(X_AXES)}")
-    out: dict[int, float] = {}
-    tools = tokens = 0
-    cost = 0.0
-    wall = 0.0
-    seg_start = last_t = None
-    for e in events:
-        t = event_time(e.get("t"))
-        if e.get("type") == "session_start":
-            if seg_start is not None and last_t is not None:
-                wall += max(0.0, last_t - seg_start)
-            seg_start = t
-        elif seg_start is None:
-            seg_start = t
-        if t is not None:
-            last_t = t
-        kind = e.get("type")
-        if kind == "tool_call":
-            tools += 1
-        elif kind == "model_call":
-            tokens += int(e.get("total_tokens") or 0)
-            cost += float(e.get("cost_usd") or 0.0)
-        elif kind == "decision":
-            here = wall + (max(0.0, last_t - seg_start) if seg_start is not None and last_t is not None else 0.0)
-            out[int(e.get("seq", len(out)))] = {
-                "iterations": float(e.get("iteration") or len(out) + 1), "tool_calls": float(tools),
-                "hours": here / 3600.0, "cost": cost, "tokens": tokens / 1e6,
-            }[x]
-    return out
-
-
-def best_curve(events: Sequence[Mapping[str, Any]], x: str = "iterations") -> tuple[list[float], list[float]]:
+def best_curve(events: Sequence[Mapping[str, Any]], x: str = "iterations",
+               facts: Facts | None = None) -> tuple[list[float], list[float]]:
     """(x, best QPS after each submission) as a step function, from the baseline at x = 0.
     `x` is one of X_AXES: submissions by default, or tool calls, hours, cost, tokens so far."""
+    if x not in X_AXES:
+        raise ReportError(f"unknown x axis {x!r}; expected one of {', '.join(X_AXES)}")
+    f = facts or Facts.fold(events)
     xs: list[float] = []
     ys: list[float] = []
-    base = baseline_qps(events)
-    current = base
-    if current is not None:
+    if f.baseline_qps is not None:
         xs.append(0)
-        ys.append(current)
-    where = _progress(events, x)
-    for d in decisions(events):
-        after = d.get("best_qps_after")
-        if after is not None:
-            current = float(after)
-        elif d.get("outcome") == "accepted" and d.get("qps") is not None:
-            current = float(d["qps"])
-        if current is not None:
-            pos = where.get(int(d.get("seq", -1)))
-            xs.append(pos if pos is not None else int(d.get("iteration") or len(xs)))
-            ys.append(current)
+        ys.append(f.baseline_qps)
+    for n, (seq, best) in enumerate(f.curve, start=1):
+        if best is not None:
+            xs.append(f.progress.get(seq, {}).get(x, n))
+            ys.append(best)
     return xs, ys
 
 
+def baseline_qps(events: Sequence[Mapping[str, Any]]) -> float | None:
+    """QPS of the starting code (see facts.Facts)."""
+    return Facts.fold(events).baseline_qps
+
+
 def session_info(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    start = next((e for e in events if e.get("type") == "session_start"), {})
-    task = start.get("task") or {}
-    card = task.get("card") if isinstance(task.get("card"), Mapping) else task
-    name = (card or {}).get("name") or Path(str(task.get("path") or "task")).stem
-    return {"task": name, "model": start.get("model") or "?", "base_url": start.get("base_url")}
+    f = Facts.fold(events)
+    return {"task": f.task, "model": f.model, "base_url": f.base_url}
 
 
-def accepted_table(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def accepted_table(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> list[dict[str, Any]]:
     """One row per accepted change: iteration, QPS before -> after, recall, summary, audit verdict."""
-    audits: dict[Any, Mapping[str, Any]] = {}
-    for e in events:
-        if e.get("type") == "audit":
-            audits[e.get("commit")] = e
-    # The paired gain measured in the same run (interleaved repeats) is the honest ratio; QPS
-    # before and after come from different runs, so their quotient also holds machine drift.
-    same_run_gain: dict[Any, float] = {}
-    for e in events:
-        if e.get("type") == "evaluation" and e.get("split", "heldout") == "heldout" and e.get("gain") is not None:
-            same_run_gain[e.get("iteration")] = 1.0 + float(e["gain"])
+    f = facts or Facts.fold(events)
     rows = []
-    for d in decisions(events):
-        if d.get("outcome") != "accepted":
-            continue
+    for d in f.accepted:
         before, after = d.get("best_qps_before"), d.get("qps")
-        audit = audits.get(d.get("commit"))
-        gain = same_run_gain.get(d.get("iteration"))
+        audit = f.audits.get(d.get("commit"))
+        # The paired gain measured in the same run (interleaved repeats) is the honest ratio; QPS
+        # before and after come from different runs, so their quotient also holds machine drift.
+        gain = f.same_run_gain.get(d.get("iteration"))
         rows.append({
             "iteration": d.get("iteration"),
             "qps_before": before,
@@ -196,39 +133,41 @@ def short_stat(stat: Any) -> str:
     return f"{files} file{'s' if files != 1 else ''} +{m.group(2) or 0} -{m.group(3) or 0}"
 
 
-def totals(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Session totals: submissions by outcome, tool calls, tokens, cost, wall time, best and baseline."""
-    usage = Usage.from_journal(events)
-    decs = decisions(events)
-    outcomes = Counter(d.get("outcome") for d in decs)
-    xs, ys = best_curve(events)
-    base = baseline_qps(events)
-    acc = [d for d in decs if d.get("outcome") == "accepted"]
-    best = acc[-1] if acc else None
-    stops = [e for e in events if e.get("type") == "budget_stop"]
-    end = next((e for e in reversed(events) if e.get("type") == "session_end"), None)
+def totals(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> dict[str, Any]:
+    """Session totals: submissions by outcome, tool calls, tokens, cost, wall time, best, baseline
+    and the reference (the project's engine measured on the same card)."""
+    f = facts or Facts.fold(events)
+    best = f.accepted[-1] if f.accepted else None
+    ref = f.reference or {}
     return {
-        **session_info(events),
-        "submissions": len(decs),
-        "outcomes": dict(outcomes),
-        "accepted": outcomes.get("accepted", 0),
-        "tool_calls": usage.tool_calls,
-        "model_calls": usage.model_calls,
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "tokens": usage.tokens,
-        "cost_usd": usage.cost_usd,
-        "wall_s": usage.wall_s,
-        "baseline_qps": base,
-        "best_qps": ys[-1] if ys else None,
+        "task": f.task,
+        "model": f.model, "base_url": f.base_url,
+        "submissions": len(f.decisions),
+        "outcomes": dict(f.outcomes),
+        "accepted": f.outcomes.get("accepted", 0),
+        "tool_calls": f.tool_calls,
+        "model_calls": f.model_calls,
+        "prompt_tokens": f.prompt_tokens,
+        "completion_tokens": f.completion_tokens,
+        "tokens": f.tokens,
+        "cost_usd": f.cost_usd,
+        "wall_s": f.elapsed(),
+        "baseline_qps": f.baseline_qps,
+        "best_qps": f.best_qps,
         "best_recall10": best.get("recall10") if best else None,
         "best_commit": best.get("commit") if best else None,
-        "speedup": (ys[-1] / base) if ys and base else None,
-        "compactions": sum(e.get("type") == "compaction" for e in events),
-        "reviews": sum(e.get("type") == "review" for e in events),
-        "resumes": sum(e.get("type") == "session_start" and bool(e.get("resumed")) for e in events),
-        "budget_stops": [f"{s.get('which')} ({s.get('used')} of {s.get('limit')})" for s in stops],
-        "ended": end.get("reason") if end else None,
+        "speedup": f.speedup,
+        "reference_qps": ref.get("qps"),
+        "reference_recall10": ref.get("recall10"),
+        "reference_source": ref.get("source"),
+        "of_reference": f.of_reference,
+        "compactions": f.compactions,
+        "reviews": f.reviews,
+        "resumes": f.resumes,
+        "budget_stops": [f"{s.get('which')} ({s.get('used')} of {s.get('limit')})" for s in f.budget_stops],
+        "ended": f.ended,
+        "unseen_verdict": ({k: f.unseen_verdict.get(k) for k in ("iteration", "outcome", "qps", "reason")}
+                           if f.unseen_verdict else None),
     }
 
 
@@ -262,14 +201,16 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     import matplotlib.pyplot as plt
 
     events = load_events(run_dir)
-    decs = decisions(events)
-    info = totals(events)
-    xs, ys = best_curve(events)
+    facts = Facts.fold(events)
+    decs = facts.decisions
+    info = totals(events, facts)
+    xs, ys = best_curve(events, facts=facts)
     measured = [d for d in decs if d.get("qps") is not None]
     unmeasured = [d for d in decs if d.get("qps") is None]
-    qps_values = [float(d["qps"]) for d in measured] + ys
+    ref_qps = info["reference_qps"]
+    qps_values = [float(d["qps"]) for d in measured] + ys + ([ref_qps] if ref_qps else [])
     use_log = _use_log(qps_values) if log is None else log
-    strip_rows = [o for o in OUTCOME_STYLE if any(d.get("outcome") == o for d in unmeasured)]
+    strip_rows = [o for o in OUTCOMES if any(d.get("outcome") == o for d in unmeasured)]
     strip_rows += sorted({str(d.get("outcome")) for d in unmeasured} - set(strip_rows))
 
     fig = plt.figure(figsize=(11, 6.2 if strip_rows else 5.4), dpi=120)
@@ -283,17 +224,21 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
             sx.append(last_it)
             sy.append(sy[-1])
         ax.step(sx, sy, where="post", color="#1a9850", lw=2.2, label="best QPS", zorder=4)
+    if ref_qps:
+        frac = f", best = {info['of_reference']:.0%} of it" if info["of_reference"] else ""
+        ax.axhline(ref_qps, color="#4d4d4d", ls="-.", lw=1.4, zorder=2,
+                   label=f"reference: the project's engine, {_fmt_qps(ref_qps)} QPS{frac}")
     drawn: Counter = Counter()
-    for outcome, style in OUTCOME_STYLE.items():
+    for outcome in OUTCOMES:
         pts = [d for d in measured if d.get("outcome") == outcome]
         if pts:
-            ax.scatter([d.get("iteration") for d in pts], [d["qps"] for d in pts], **style)
+            ax.scatter([d.get("iteration") for d in pts], [d["qps"] for d in pts], **outcome_style(outcome))
             drawn[outcome] += len(pts)
-    others = [d for d in measured if d.get("outcome") not in OUTCOME_STYLE]
+    others = [d for d in measured if d.get("outcome") not in OUTCOMES]
     if others:
         ax.scatter([d.get("iteration") for d in others], [d["qps"] for d in others], marker=".", color="m", label="other")
         drawn["other"] += len(others)
-    rows = accepted_table(events)
+    rows = accepted_table(events, facts)
     # Label the biggest steps, spread along the run (labels closer than 1/12 of it would collide).
     big: list[dict] = []
     for r in sorted((r for r in rows if r["gain"] and r["gain"] >= 1.1), key=lambda r: (-r["gain"], r["iteration"])):
@@ -325,6 +270,7 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     sub = (
         f"{info['submissions']} submissions, {info['accepted']} accepted · best {_fmt_qps(info['best_qps'])} QPS"
         + (f" (×{info['speedup']:.2f} the start)" if info["speedup"] else "")
+        + (f" · {info['of_reference']:.0%} of the reference" if info["of_reference"] else "")
         + f" · {info['tool_calls']:,} tool calls · {_short(info['tokens'])} tokens · ${info['cost_usd']:.2f} · {info['wall_s'] / 3600:.2f} h"
     )
     ax.set_title(f"{head}\n{sub}", fontsize=10.5)
@@ -336,12 +282,12 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
         strip = fig.add_subplot(grid[1], sharex=ax)
         for row, outcome in enumerate(strip_rows):
             pts = [d for d in unmeasured if d.get("outcome") == outcome]
-            style = dict(OUTCOME_STYLE.get(outcome, dict(marker=".", color="m")))
+            style = outcome_style(outcome)
             style.pop("label", None)
             strip.scatter([d.get("iteration") for d in pts], [row] * len(pts), **style)
             drawn[outcome] += len(pts)
         strip.set_yticks(range(len(strip_rows)))
-        strip.set_yticklabels([OUTCOME_STYLE.get(o, {}).get("label", o) for o in strip_rows], fontsize=8)
+        strip.set_yticklabels([outcome_style(o)["label"] for o in strip_rows], fontsize=8)
         strip.set_ylim(-0.6, len(strip_rows) - 0.4)
         strip.invert_yaxis()
         strip.grid(True, axis="x", alpha=0.3)
@@ -457,8 +403,15 @@ def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | N
     t.add_row("cost", f"${info['cost_usd']:.2f}")
     t.add_row("wall time", _duration(info["wall_s"]))
     t.add_row("long-run events", f"{info['compactions']} compactions, {info['reviews']} strategic reviews, {info['resumes']} resumes")
+    if info["reference_qps"]:
+        t.add_row("reference", f"the project's engine on this card ({info['reference_source']}): {_fmt_qps(info['reference_qps'])} QPS"
+                  + (f", recall@10 {info['reference_recall10']:.4f}" if info["reference_recall10"] is not None else "")
+                  + (f"; the best is {info['of_reference']:.1%} of it" if info["of_reference"] else ""))
     if info["budget_stops"]:
         t.add_row("budget stops", "; ".join(info["budget_stops"]))
+    if info["unseen_verdict"]:
+        v = info["unseen_verdict"]
+        t.add_row("last verdict", f"iteration {v['iteration']} {v['outcome']} (not seen by the model): {' '.join(str(v['reason'] or '').split())[:300]}")
     if info["ended"]:
         t.add_row("ended", str(info["ended"]))
     if png:
@@ -502,8 +455,8 @@ def _resolve(run: str, runs_dir: str) -> Path:
     """A run folder given as a path, or as a name under the runs directory."""
     p = Path(run)
     if not p.exists() and (Path(runs_dir) / run).exists():
-        return Path(runs_dir) / run
-    return p
+        return (Path(runs_dir) / run).resolve()
+    return p.resolve()
 
 
 def _cmd_report(args) -> int:

@@ -6,6 +6,8 @@ import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
+from vdbbench.agent.compaction import one_line
+
 # Structural moves that produced the steps in published long runs; offered as examples only.
 STRUCTURAL_IDEAS = (
     "probe fewer lists with better routing (two-level / hierarchical centroids, or nprobe chosen per query)",
@@ -49,12 +51,41 @@ def should_review(events: Sequence[Mapping[str, Any]], every_n_without_improveme
 
 _STAGE = re.compile(r"^\s*(?:[\w.]*\.)?(\w+?)_s\s*[:=]\s*([-+0-9.eE]+)\s*$", re.MULTILINE)
 _COUNT = re.compile(r"^\s*(?:[\w.]*\.)?threads\s*[:=]\s*(\d+)\s*$", re.MULTILINE)
+# `<name>_s` keys that time the whole search, not a stage of it.
+WHOLE_SEARCH = frozenset({"wall", "total", "elapsed", "search", "time", "cpu", "all"})
+
+
+def stage_shares(stages: dict[str, float], wall: float | None, threads: int = 1) -> list[tuple[str, float, float]]:
+    """(stage, seconds, share) by decreasing time. Stage seconds are CPU seconds summed over
+    threads, so the whole is wall x threads; what the stages do not cover is "overhead"."""
+    stages = {k: float(v) for k, v in stages.items() if k not in WHOLE_SEARCH and float(v) >= 0}
+    covered = sum(stages.values())
+    whole = max(covered, wall * max(1, threads)) if wall else covered
+    if not stages or whole <= 0:
+        return []
+    parts = sorted(stages.items(), key=lambda kv: -kv[1])
+    if whole > covered:
+        parts.append(("overhead (outside the stages)", whole - covered))
+    return [(name, sec, sec / whole) for name, sec in parts]
+
+
+def stats_stages(stats: dict) -> tuple[list[tuple[str, float, float]], dict]:
+    """A last_search_stats() dict split into stage shares and the other entries (counters and
+    whole-search times, shown as they are)."""
+    stages, other = {}, {}
+    for key, value in stats.items():
+        if key.endswith("_s") and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                and key[:-2] not in WHOLE_SEARCH:
+            stages[key[:-2]] = value
+        else:
+            other[key] = value
+    wall = stats.get("wall_s") if isinstance(stats.get("wall_s"), (int, float)) else None
+    threads = stats.get("threads") if isinstance(stats.get("threads"), int) else 1
+    return stage_shares(stages, wall, threads), other
 
 
 def stage_breakdown(profile_text: str | None) -> str | None:
-    """Per-stage shares of search time from a profile's `<stage>_s: seconds` lines
-    (last_search_stats). Stage seconds are CPU seconds summed over threads, so the whole is
-    wall_s x threads and what the stages do not cover is reported as overhead."""
+    """Per-stage shares of search time from a profile's `<stage>_s: seconds` lines."""
     if not profile_text:
         return None
     stages: dict[str, float] = {}
@@ -63,20 +94,12 @@ def stage_breakdown(profile_text: str | None) -> str | None:
             stages[name] = float(value)
         except ValueError:
             continue
-    wall = stages.pop("wall", None)
-    stages = {k: v for k, v in stages.items() if v >= 0}
-    if not stages:
-        return None
+    wall = stages.get("wall")
     m = _COUNT.search(profile_text)
-    threads = max(1, int(m.group(1))) if m else 1
-    covered = sum(stages.values())
-    whole = max(covered, wall * threads) if wall else covered
-    if whole <= 0:
+    parts = stage_shares(stages, wall, max(1, int(m.group(1))) if m else 1)
+    if not parts:
         return None
-    parts = sorted(stages.items(), key=lambda kv: -kv[1])
-    if whole > covered:
-        parts.append(("overhead (outside the stages)", whole - covered))
-    return "; ".join(f"{name} {100 * sec / whole:.0f}% ({sec:.4g} s)" for name, sec in parts)
+    return "; ".join(f"{name} {100 * share:.0f}% ({sec:.4g} s)" for name, sec, share in parts)
 
 
 def _qps(v: Any) -> str:
@@ -117,7 +140,7 @@ def review_prompt(events: Sequence[Mapping[str, Any]], profile_text: str | None)
     if counts:
         lines.append("Outcomes: " + ", ".join(f"{n} {k}" for k, n in counts.most_common()) + ".")
     for d in recent[-15:]:
-        reason = " ".join(str(d.get("reason") or "").split())[:160]
+        reason = one_line(d.get("reason"), 160)
         lines.append(f"- it {d.get('iteration')} {d.get('outcome')}: {d.get('message') or '(no message)'} — {reason}")
     if len(recent) > 15:
         lines.append(f"- ... and {len(recent) - 15} earlier ones")

@@ -109,6 +109,24 @@ class Session:
 
 
 @dataclass
+class Reference:
+    """The expert line a session is compared with: this project's own engine on the same card.
+
+    source "engine" builds `manifest` (package `package`) from `repo` at `rev` and loads `module`;
+    "start" says the start version is the project's engine, so its baseline is the reference;
+    "none" measures no reference. `repo` defaults to the start repository."""
+
+    source: str = "engine"
+    repo: str = ""
+    rev: str = "HEAD"
+    manifest: str = "rust_vdb/py/Cargo.toml"
+    package: str = "vdb-py"
+    module: str = "vdbbench._rust_vdb"
+    cls: str = "IvfIndex"
+    build_args: dict = field(default_factory=dict)
+
+
+@dataclass
 class TaskCard:
     name: str
     description: str
@@ -125,6 +143,8 @@ class TaskCard:
     budgets: dict = field(default_factory=dict)
     prices: dict = field(default_factory=dict)  # [prices] overrides of the built-in price table
     hints: str = ""
+    prompts: str = ""  # the card's own prompt templates folder (absolute); empty: the packaged ones
+    reference: Reference = field(default_factory=Reference)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -169,7 +189,7 @@ def _section(data: dict, name: str, cls, required: bool, where: str):
     if not isinstance(raw, dict):
         raise TaskError(f"{where}: [{name}] must be a table")
     known = set(cls.__dataclass_fields__)
-    if cls is Entry and "class" in raw:
+    if cls in (Entry, Reference) and "class" in raw:
         raw = {**raw, "cls": raw["class"]}
         raw.pop("class")
     unknown = set(raw) - known
@@ -191,8 +211,13 @@ def parse_dataset_name(name: str) -> tuple[str, int] | None:
     return f"synth_{parsed[0]}", parsed[1]
 
 
-def load_task(path: str | Path) -> TaskCard:
-    path = Path(path)
+def load_task(path: str | Path, origin: str | Path | None = None) -> TaskCard:
+    """Read and check a task card. Its relative paths (start and reference repositories, prompts
+    folder) are resolved here, once, against the card's own place, so nothing later depends on the
+    working directory. A session's copy of its card (runs/<id>/task.toml) passes the original's
+    path as `origin`: its repositories resolve as the original's did, and its prompts are the run
+    folder's copy (`prompts` is left empty)."""
+    path = Path(path).resolve()
     where = str(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -222,9 +247,39 @@ def load_task(path: str | Path) -> TaskCard:
         session=_section(data, "session", Session, False, where),
         budgets=dict(data.get("budgets", {})),
         prices=dict(data.get("prices", {})),
+        prompts=str(task.get("prompts", "")),
+        reference=_section(data, "reference", Reference, False, where),
     )
     _validate(card, where)
+    if origin:
+        card.prompts = ""
+    _resolve_paths(card, Path(origin).resolve() if origin else path, where)
     return card
+
+
+def _resolve_paths(card: TaskCard, origin: Path, where: str) -> None:
+    """Repositories relative to the git top level holding the card (else its folder); the prompts
+    folder relative to the card's folder."""
+    import subprocess
+
+    card_dir = origin.parent
+    top = None
+    for repo in (card.start.repo, card.reference.repo):
+        if repo and not Path(repo).is_absolute() and top is None:
+            try:
+                out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=card_dir, capture_output=True, text=True)
+                top = Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else card_dir
+            except OSError:  # no git: the card's folder
+                top = card_dir
+    card.start.repo = str((top / card.start.repo).resolve()) if not Path(card.start.repo).is_absolute() else card.start.repo
+    if card.reference.repo and not Path(card.reference.repo).is_absolute():
+        card.reference.repo = str((top / card.reference.repo).resolve())
+    card.reference.repo = card.reference.repo or card.start.repo
+    if card.prompts:
+        prompts = Path(card.prompts) if Path(card.prompts).is_absolute() else (card_dir / card.prompts).resolve()
+        if not (prompts / "system.md").is_file():
+            raise TaskError(f"{where}: [task] prompts {card.prompts!r}: {prompts} holds no system.md")
+        card.prompts = str(prompts)
 
 
 def _validate(card: TaskCard, where: str) -> None:
@@ -264,6 +319,8 @@ def _validate(card: TaskCard, where: str) -> None:
     if card.entry.search_args.get("k", obj.k) != obj.k:
         raise TaskError(f"{where}: [entry] search_args k must equal [objective] k ({obj.k})")
     card.entry.search_args.setdefault("k", obj.k)
+    if card.reference.source not in ("engine", "start", "none"):
+        raise TaskError(f"{where}: [reference] source {card.reference.source!r}: expected engine, start or none")
     for pattern in card.editable:
         if pattern.startswith("/") or ".." in pattern.split("/"):
             raise TaskError(f"{where}: editable glob {pattern!r} must be relative and stay in the workspace")

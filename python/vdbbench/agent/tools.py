@@ -1,4 +1,6 @@
-"""The model's tools: JSON schemas, and the file tools that act on the session workspace."""
+"""The model's tools in one table: each tool's JSON schema beside the code that runs it. File
+tools act on the session workspace (FileTools); harness tools build, test, measure and judge
+through the session (the functions below; `submit` is the session's judge)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,16 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
+from vdbbench.agent import workspace as wsp
+from vdbbench.agent.evaluator import EvalReport
+from vdbbench.agent.review import stats_stages
 from vdbbench.agent.task import TaskCard
 from vdbbench.agent.workspace import PathRefused, resolve_path
+
+if TYPE_CHECKING:
+    from vdbbench.agent.loop import Session
 
 MAX_READ_LINES = 400
 MAX_READ_CHARS = 40_000
@@ -26,31 +35,6 @@ def _fn(name: str, description: str, properties: dict | None = None, required: l
                            "additionalProperties": False},
         },
     }
-
-
-_PATH = {"type": "string", "description": "path relative to the workspace root"}
-
-TOOL_SCHEMAS = [
-    _fn("list_files", "List the files under a folder of the workspace; editable ones are marked with '*'.",
-        {"path": {**_PATH, "default": "."}}),
-    _fn("read_file", "Read a text file with line numbers (at most 400 lines per call).",
-        {"path": _PATH, "start_line": {"type": "integer", "minimum": 1}, "end_line": {"type": "integer", "minimum": 1}},
-        ["path"]),
-    _fn("write_file", "Create or overwrite an editable file with the given content.",
-        {"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
-    _fn("edit_file", "Replace the text `old` with `new` in an editable file; `old` must occur exactly once.",
-        {"path": _PATH, "old": {"type": "string"}, "new": {"type": "string"}}, ["path", "old", "new"]),
-    _fn("build", "Build the candidate extension (release profile); returns the first compiler errors if any."),
-    _fn("run_tests", "Run the candidate's Rust tests (cargo test); returns failing tests and their assertion text."),
-    _fn("benchmark", "Quick measurement on the development queries: QPS and recall@10 of your working copy against the current best, interleaved."),
-    _fn("profile", "Per-stage time breakdown of one search of your working copy (from last_search_stats, when the engine has it)."),
-    _fn("submit", "Full evaluation of your working copy on held-out queries; accepted (and committed) only if recall@10 stays at or above the floor and QPS beats the best by the margin with significance.",
-        {"message": {"type": "string", "description": "one line: what you changed and why it should be faster"}}, ["message"]),
-    _fn("revert_to_best", "Discard every change in the editable files and return to the best accepted version."),
-    _fn("note", "Write a note to your own memory; notes survive context compaction.",
-        {"text": {"type": "string"}}, ["text"]),
-]
-TOOL_NAMES = [t["function"]["name"] for t in TOOL_SCHEMAS]
 
 
 @dataclass
@@ -202,3 +186,154 @@ class FileTools:
         lo, hi = max(1, first - 2), min(len(lines), last + 2)
         snippet = "\n".join(f"{i}| {lines[i - 1]}" for i in range(lo, hi + 1))
         return ToolResult(f"edited {path} at line {first}:\n{snippet}")
+
+
+# -- harness tools: they act through the session ----------------------------------------------
+
+def _fmt(q: float | None) -> str:
+    return "?" if q is None else f"{q:,.0f}"
+
+
+def build(s: "Session") -> ToolResult:
+    ok, text, _ = s._build_current()
+    return ToolResult(text, ok=ok)
+
+
+def run_tests(s: "Session") -> ToolResult:
+    if not s.card.tests.enabled:
+        return ToolResult("this task has no Rust tests; build and benchmark instead")
+    res = s._run_tests()
+    if res.ok:
+        return ToolResult(f"tests passed ({res.seconds:.1f} s): {res.summary}")
+    return ToolResult(f"tests FAILED ({res.seconds:.1f} s): {res.summary}\n{res.failures}", ok=False)
+
+
+def compare_text(s: "Session", report, what: str) -> str:
+    """A dev-split measurement as the model reads it: yours, the best's, the gain, per-repeat QPS."""
+    c, b = report.candidate, report.best
+    floor = s.card.objective.recall_floor
+    lines = [f"{what}: your working copy {_fmt(c.qps)} QPS, recall@10 {c.recall10:.4f} "
+             f"({'meets' if c.recall10 >= floor else 'MISSES'} the floor {floor})"]
+    if b is not None:
+        lines.append(f"current best measured in the same run: {_fmt(b.qps)} QPS, recall@10 {b.recall10:.4f}; "
+                     f"median gain {report.gain:+.1%} (p={report.p_value if report.p_value is not None else float('nan'):.3f}; "
+                     f"the margin to beat is {s.card.objective.margin:.0%})")
+    lines.append(f"per-repeat QPS: yours {', '.join(_fmt(q) for q in c.qps_samples)}"
+                 + (f"; best {', '.join(_fmt(q) for q in b.qps_samples)}" if b else ""))
+    lines.append(f"QPS timed on the {c.clock} clock" + (f" (wall-clock QPS {_fmt(c.wall_qps)})" if c.clock != "wall" else "")
+                 + f"; index build: train {c.train_s:.3f} s, add {c.add_s:.3f} s")
+    return "\n".join(lines)
+
+
+def benchmark(s: "Session") -> ToolResult:
+    ok, text, _ = s._build_current()
+    if not ok:
+        return ToolResult(f"cannot benchmark: {text}", ok=False)
+    report = s.evaluator.run("dev", s._current_lib, s._best_lib)
+    s.emit("evaluation", **report.journal_payload())
+    if report.failure:
+        return ToolResult(f"benchmark failed ({report.failure.outcome}): {report.failure.text}", ok=False)
+    if report.best_failure:
+        return ToolResult(f"the best build failed under the harness ({report.best_failure.text}); yours:\n"
+                          + compare_text(s, EvalReport("dev", report.candidate, None, None, None), "dev queries"), ok=False)
+    return ToolResult(compare_text(s, report, "dev queries"))
+
+
+def _flatten(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _flatten(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def profile(s: "Session") -> ToolResult:
+    """One measured search of the dev queries and its per-stage breakdown: the `<stage>_s` entries
+    of last_search_stats() as shares of the search (whole-search times such as wall_s are not
+    stages), and the other entries as they are."""
+    ok, text, _ = s._build_current()
+    if not ok:
+        return ToolResult(f"cannot profile: {text}", ok=False)
+    report = s.evaluator.run("dev", s._current_lib, None, stats=True)
+    if report.failure:
+        return ToolResult(f"profile failed ({report.failure.outcome}): {report.failure.text}", ok=False)
+    c = report.candidate
+    head = f"one search of {len(s.evaluator.data.dev.queries) // max(1, c.repeats)} dev queries: {_fmt(c.qps)} QPS, {c.p50_ms:.4f} ms/query"
+    if not c.stats:
+        text = (f"{head}\nthis engine has no last_search_stats(); add per-stage counters and seconds to it "
+                "if you want a breakdown (routing, prescore, rerank, top-k)")
+    else:
+        flat = dict(_flatten(c.stats))
+        shares, other = stats_stages(flat)
+        wall, threads = flat.get("wall_s"), flat.get("threads")
+        basis = f"wall_s {wall:.4g} s x {threads or 1} thread(s)" if isinstance(wall, (int, float)) else "the stages' sum"
+        rows = [f"  {name}: {sec:.4g} s ({100 * share:.1f}%)" for name, sec, share in shares]
+        text = head + (f"\nstages (seconds and share of the search's thread-time, {basis}):\n" + "\n".join(rows)
+                       if rows else "\nlast_search_stats() has no per-stage `<stage>_s` seconds")
+        if other:
+            text += "\nother statistics: " + ", ".join(f"{k}={v}" for k, v in other.items())
+    s._last_profile = text
+    return ToolResult(text)
+
+
+def revert_to_best(s: "Session") -> ToolResult:
+    wsp.revert_to_best(s.ws, s.card)
+    return ToolResult(f"the editable files are back at the best version (commit {s.best.commit[:12]})")
+
+
+def note(s: "Session", text: str) -> ToolResult:
+    s.emit("note", text=text)
+    return ToolResult("noted")
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    run: Callable[..., ToolResult]  # run(session, **arguments)
+    properties: dict | None = None
+    required: tuple[str, ...] = ()
+
+    @property
+    def schema(self) -> dict:
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description,
+            "parameters": {"type": "object", "properties": self.properties or {}, "required": list(self.required),
+                           "additionalProperties": False}}}
+
+
+_PATH = {"type": "string", "description": "path relative to the workspace root"}
+
+TOOLS: dict[str, Tool] = {t.name: t for t in (
+    Tool("list_files", "List the files under a folder of the workspace; editable ones are marked with '*'.",
+         lambda s, **a: s.files.list_files(**a), {"path": {**_PATH, "default": "."}}),
+    Tool("read_file", "Read a text file with line numbers (at most 400 lines per call).",
+         lambda s, **a: s.files.read_file(**a),
+         {"path": _PATH, "start_line": {"type": "integer", "minimum": 1}, "end_line": {"type": "integer", "minimum": 1}},
+         ("path",)),
+    Tool("write_file", "Create or overwrite an editable file with the given content.",
+         lambda s, **a: s.files.write_file(**a), {"path": _PATH, "content": {"type": "string"}}, ("path", "content")),
+    Tool("edit_file", "Replace the text `old` with `new` in an editable file; `old` must occur exactly once.",
+         lambda s, **a: s.files.edit_file(**a),
+         {"path": _PATH, "old": {"type": "string"}, "new": {"type": "string"}}, ("path", "old", "new")),
+    Tool("build", "Build the candidate extension (release profile); returns the first compiler errors, or the warnings.", build),
+    Tool("run_tests", "Run the candidate's Rust tests (cargo test); returns failing tests and their assertion text.", run_tests),
+    Tool("benchmark", "Quick measurement on the development queries: QPS and recall@10 of your working copy against the current best, interleaved.", benchmark),
+    Tool("profile", "Per-stage time breakdown of one search of your working copy (from last_search_stats, when the engine has it).", profile),
+    Tool("submit", "Full evaluation of your working copy on held-out queries; accepted (and committed) only if recall@10 stays at or above the floor and QPS beats the best by the margin with significance.",
+         lambda s, **a: s.tool_submit(**a),
+         {"message": {"type": "string", "description": "one line: what you changed and why it should be faster"}}, ("message",)),
+    Tool("revert_to_best", "Discard every change in the editable files and return to the best accepted version.", revert_to_best),
+    Tool("note", "Write a note to your own memory; notes survive context compaction.", note,
+         {"text": {"type": "string"}}, ("text",)),
+)}
+TOOL_SCHEMAS = [t.schema for t in TOOLS.values()]
+TOOL_NAMES = list(TOOLS)
+
+
+def run_tool(session: "Session", name: str, raw_arguments: str | dict | None) -> ToolResult:
+    """Check the arguments against the tool's schema and run it (ToolArgumentError when they do not fit)."""
+    args = parse_arguments(name, raw_arguments)
+    return TOOLS[name].run(session, **args)

@@ -44,14 +44,8 @@ def git(cwd: Path, *args: str, check: bool = True, input: bytes | None = None) -
 
 
 def _repo_of_card(card: TaskCard) -> Path:
-    """The start repository: absolute, or relative to the git top level that holds the card."""
-    repo = Path(card.start.repo)
-    if repo.is_absolute():
-        return repo
-    card_dir = Path(card.path).parent
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=card_dir, capture_output=True, text=True)
-    base = Path(top.stdout.strip()) if top.returncode == 0 else card_dir
-    return (base / repo).resolve()
+    """The start repository (load_task made it absolute)."""
+    return Path(card.start.repo).resolve()
 
 
 def create_workspace(card: TaskCard, dest: Path) -> str:
@@ -179,6 +173,7 @@ class BuildResult:
     library: Path | None  # the built extension module, copied out of the target dir
     errors: str  # first compiler errors with file:line (empty when ok)
     stderr_tail: str
+    warnings: str = ""  # the first compiler warnings of the crate's own code, capped
 
 
 def _cargo_env(target_dir: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -205,16 +200,26 @@ def _run_limited(cmd: list[str], cwd: Path, env: dict, timeout: float) -> tuple[
         return None, out.decode(errors="replace"), err.decode(errors="replace")
 
 
-def first_errors(messages: list[dict], limit: int = 3, max_chars: int = 4000) -> str:
-    """The first compiler errors, rendered as rustc prints them (file:line, code, help)."""
+def first_errors(messages: list[dict], limit: int = 3, max_chars: int = 4000,
+                 levels: tuple[str, ...] = ("error", "error: internal compiler error")) -> str:
+    """The first compiler messages of `levels` (errors by default), rendered as rustc prints them
+    (file:line, code, help); a count of the ones left out closes the text."""
     rendered = [m["message"].get("rendered") or m["message"].get("message", "")
                 for m in messages if m.get("reason") == "compiler-message"
-                and m.get("message", {}).get("level") in ("error", "error: internal compiler error")]
+                and m.get("message", {}).get("level") in levels]
     total = len(rendered)
     text = "\n".join(r.rstrip() for r in rendered[:limit])
     if total > limit:
-        text += f"\n... and {total - limit} more error(s)"
+        text += f"\n... and {total - limit} more {levels[0]}(s)"
     return text[:max_chars]
+
+
+def first_warnings(messages: list[dict]) -> str:
+    """Warnings (unused code, lints), at most five and 3,000 characters, with how many in all."""
+    n = sum(1 for m in messages if m.get("reason") == "compiler-message" and m.get("message", {}).get("level") == "warning")
+    if n == 0:
+        return ""
+    return f"{n} warning(s):\n" + first_errors(messages, limit=5, max_chars=3000, levels=("warning",))
 
 
 def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildResult:
@@ -252,7 +257,7 @@ def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildRes
     tmp = dest.with_suffix(".so.tmp")
     shutil.copy2(libs[-1], tmp)
     os.replace(tmp, dest)
-    return BuildResult(True, seconds, dest, "", tail)
+    return BuildResult(True, seconds, dest, "", tail, first_warnings(messages))
 
 
 def _stderr_errors(err: str, limit: int = 40) -> str:

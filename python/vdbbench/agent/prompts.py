@@ -1,0 +1,109 @@
+"""The prompt templates (shipped inside the package, found through importlib.resources; a card may
+bring its own folder) and the texts built from them: the system prompt with the task, the
+machine and the current best."""
+
+from __future__ import annotations
+
+import shutil
+import string
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vdbbench.agent.machine import Machine
+from vdbbench.agent.task import TaskCard
+
+TEMPLATES = ("system.md", "task.md", "begin.md", "resume.md", "nudge.md", "final.md")
+
+
+class PromptsError(RuntimeError):
+    """No usable prompt templates."""
+
+
+def packaged():
+    """The templates that ship with vdbbench (a Traversable: a folder in any install)."""
+    return resources.files("vdbbench.agent") / "prompts"
+
+
+def for_card(card: TaskCard):
+    """The card's own prompts folder when it names one, else the packaged templates."""
+    return Path(card.prompts) if card.prompts else packaged()
+
+
+def keep_with_run(card: TaskCard, run_dir: Path) -> None:
+    """A card's own templates are copied into the run folder, so `resume` finds them wherever the
+    card has gone since; the packaged ones travel with the package."""
+    if card.prompts:
+        shutil.copytree(card.prompts, run_dir / "prompts")
+
+
+def for_run(run_dir: Path):
+    """The templates of a session being resumed: its own copy, else the packaged ones."""
+    own = run_dir / "prompts"
+    return own if (own / "system.md").is_file() else packaged()
+
+
+def render(prompts, template: str, **values: Any) -> str:
+    """`template` from the folder `prompts` with $values filled in; a missing file says which."""
+    path = prompts / template
+    if not path.is_file():
+        if template in TEMPLATES and prompts != packaged():
+            path = packaged() / template  # a card's folder may leave templates out
+        else:
+            raise PromptsError(f"prompt template {template} not found in {prompts}")
+    return string.Template(path.read_text(encoding="utf-8")).safe_substitute(values).strip()
+
+
+def fmt_qps(q: float | None) -> str:
+    return "?" if q is None else f"{q:,.0f}"
+
+
+def repeat_text(card: TaskCard) -> str:
+    """How one timed repeat is sized, read from the card (a duration when the card sets
+    objective.repeat_seconds, else one batch of the held-out slice)."""
+    obj, ds = card.objective, card.dataset
+    per_repeat = ds.heldout_queries // max(1, obj.repeats)
+    per_dev = ds.dev_queries // max(1, obj.dev_repeats)
+    seconds = getattr(obj, "repeat_seconds", None)
+    dev_seconds = getattr(obj, "dev_repeat_seconds", None)
+    if seconds:
+        text = (f"each timed repeat runs for at least {seconds:g} s on that clock, cycling through its "
+                f"slice of {per_repeat:,} held-out queries (one `search` call per pass over the slice, in a "
+                "fresh order each pass); candidate and best see the same sequence")
+        dev = f"`benchmark` times {obj.dev_repeats} repeats of its {per_dev:,} dev queries the same way"
+        dev += f" ({dev_seconds:g} s each)" if dev_seconds else ""
+    else:
+        text = (f"each timed repeat is one `search` call on a batch of {per_repeat:,} held-out queries "
+                f"({ds.heldout_queries:,} queries in {obj.repeats} slices)")
+        dev = f"`benchmark` times {obj.dev_repeats} repeats of {per_dev:,} dev queries each"
+    return f"{text}; {dev}. The QPS of a repeat is its queries over its time."
+
+
+def best_text(card: TaskCard, qps: float | None, recall10: float | None, commit: str) -> str:
+    if qps is None:
+        return "not measured yet."
+    text = f"{fmt_qps(qps)} QPS at recall@10 {recall10:.4f} (commit {commit[:12]})."
+    floor = card.objective.recall_floor
+    if recall10 is not None and recall10 < floor:
+        text += f" NOTE: the current best misses the recall floor ({recall10:.4f} < {floor}); a submission must reach it."
+    return text
+
+
+def system_prompt(prompts, card: TaskCard, machine: Machine, best: str) -> str:
+    """The system message: the standing instructions, then the task with the machine and `best`."""
+    c = card
+    build_args = "".join(f", {k}={v!r}" for k, v in c.entry.build_args.items())
+    search_args = ", ".join(f"{k}={v!r}" for k, v in c.entry.search_args.items())
+    task = render(
+        prompts, "task.md", name=c.name, description=c.description,
+        editable="\n".join(f"- `{p}`" for p in c.editable), manifest=c.build.manifest,
+        module=c.entry.module, cls=c.entry.cls, dim=c.dataset.dim, build_args=build_args,
+        search_args=search_args, dataset=c.dataset.name, n=f"{c.dataset.n:,}", metric=c.dataset.metric,
+        threads=c.objective.threads, recall_floor=c.objective.recall_floor,
+        clock=("process's CPU time (all its threads)" if c.objective.clock_kind == "cpu" else "wall clock"),
+        margin_pct=f"{c.objective.margin:.0%}", repeats=c.objective.repeats, p_value=c.objective.p_value,
+        tests=(f"`cargo test` of `{c.tests.manifest or c.build.manifest}` must pass" if c.tests.enabled else "none"),
+        repeat_text=repeat_text(c), machine=machine.describe(), best=best,
+        hints=(f"## Hints\n{c.hints}" if c.hints else ""),
+    )
+    return render(prompts, "system.md") + "\n\n" + task

@@ -1,0 +1,100 @@
+"""Starting a session and resuming one. A new session builds and measures its start version
+(the first best) and the reference line; a resumed one rebuilds its best from the workspace's
+session branch and the journal, recovering an accepted commit whose decision a crash kept out of
+the journal from the commit's metrics trailer."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from vdbbench.agent import reference
+from vdbbench.agent import workspace as wsp
+
+if TYPE_CHECKING:
+    from vdbbench.agent.loop import Session
+
+# Every accepted commit's message ends with this line and a JSON object of its metrics.
+METRICS_TRAILER = "vdbbench-metrics: "
+
+
+class SessionError(RuntimeError):
+    """The session cannot start or resume (the start version does not build, no journal...)."""
+
+
+@dataclass
+class Best:
+    commit: str
+    qps: float | None
+    recall10: float | None
+
+
+def restore(session: "Session") -> None:
+    """Best = the session branch's head; a commit the journal missed (crash) is recovered."""
+    facts = session.facts()
+    session.journal.iteration = len(facts.decisions)
+    head = wsp.head(session.ws)
+    known = {d.get("commit") for d in facts.accepted}
+    if head not in known and head != wsp.start_commit(session.ws):
+        msg = wsp.git(session.ws, "log", "-1", "--format=%B", head)
+        metrics = {}
+        for line in msg.splitlines():
+            if line.startswith(METRICS_TRAILER):
+                metrics = json.loads(line[len(METRICS_TRAILER):])
+        session.journal.iteration += 1
+        session.emit("error", where="resume", text=f"commit {head[:12]} was accepted but its decision was not journaled (crash); recovered from the commit")
+        session.emit("decision", outcome="accepted", qps=metrics.get("qps"), recall10=metrics.get("recall10"),
+                     best_qps_before=metrics.get("best_qps_before"), best_qps_after=metrics.get("qps"), commit=head,
+                     message=metrics.get("message", ""), reason="recovered from the workspace history after a crash",
+                     diff_stat="")
+        facts = session.facts()
+    if facts.accepted:
+        session.best = Best(head, facts.accepted[-1].get("qps"), facts.accepted[-1].get("recall10"))
+    elif facts.baseline_qps is not None:
+        session.best = Best(head, facts.baseline_qps, facts.baseline_recall)
+    else:
+        session.best = Best(head, None, None)
+    marker = session.builds / "best" / "COMMIT"
+    lib = session.builds / "best" / f"{session.card.entry.leaf}.so"
+    if not (lib.exists() and marker.exists() and marker.read_text().strip() == head):
+        src = session.run_dir / "best-src"
+        wsp.export_tree(session.ws, head, src)
+        res = wsp.build(src, session.card, session.target, session.builds / "best")
+        session.emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=res.stderr_tail[-1500:], what="best (resume)")
+        if not res.ok:
+            raise SessionError(f"the best commit {head[:12]} no longer builds:\n{res.errors}")
+        marker.write_text(head)
+    if session.best.qps is None:
+        report = session.evaluator.run("heldout", lib, None)
+        session.emit("evaluation", **report.journal_payload())
+        if report.candidate:
+            session.best = Best(session.best.commit, report.candidate.qps, report.candidate.recall10)
+
+
+def baseline(session: "Session"):
+    """Build the start version as the first best and measure it once; returns its metrics."""
+    res = session._build_into(session.builds / "best")
+    if not res.ok:
+        session.emit("error", where="baseline build", text=res.errors)
+        raise SessionError(f"the start version does not build:\n{res.errors}")
+    head = wsp.head(session.ws)
+    (session.builds / "best" / "COMMIT").write_text(head)
+    report = session.evaluator.run("heldout", session.builds / "best" / f"{session.card.entry.leaf}.so", None)
+    session.emit("evaluation", **report.journal_payload())
+    if report.failure:
+        raise SessionError(f"the start version fails under the harness: {report.failure.text}")
+    session.best = Best(head, report.candidate.qps, report.candidate.recall10)
+    return report.candidate
+
+
+def measure_reference(session: "Session", baseline_metrics) -> None:
+    """The project's own engine on this card, once (the start itself when that is the engine)."""
+    if session.card.reference.source == "none":
+        return
+    if reference.is_start(session.card):
+        payload = reference.from_baseline(session.card, baseline_metrics)
+    else:
+        payload = reference.measure(session.card, session.evaluator.data, session.run_dir, session.target, session.emit)
+    if payload is not None:
+        session.emit("reference", **payload)
