@@ -28,6 +28,7 @@ from vdbbench.agent.budget import Budgets, PriceTable, Usage, exceeded, price_ta
 from vdbbench.agent.evaluator import EvalReport, Evaluator, make_eval_data
 from vdbbench.agent.journal import Journal
 from vdbbench.agent.model import Model, ModelFinished, ModelUnavailable, ToolCall
+from vdbbench.agent.node import moved_since_last_segment, node_info
 from vdbbench.agent.task import TaskCard, load_task
 from vdbbench.agent.tools import TOOL_SCHEMAS, FileTools, ToolArgumentError, ToolResult, parse_arguments
 
@@ -171,7 +172,7 @@ class Session:
                   config={"budgets": self.budgets.as_dict(), "window_tokens": card.session.window_tokens,
                           "margin": card.objective.margin, "repeats": card.objective.repeats,
                           "recall_floor": card.objective.recall_floor, "review_every": card.session.review_every},
-                  resumed=resumed)
+                  resumed=resumed, node=node_info())
         self.evaluator = Evaluator(card, make_eval_data(card), self.run_dir)
         if resumed:
             self._restore()
@@ -263,7 +264,7 @@ class Session:
             if not res.ok:
                 raise SessionError(f"the best commit {head[:12]} no longer builds:\n{res.errors}")
             marker.write_text(head)
-        if self.best.qps is None:
+        if self.best.qps is None or moved_since_last_segment(self.events()):  # QPS never crosses nodes
             self._baseline_measure_only()
 
     def _baseline_measure_only(self) -> None:
