@@ -214,6 +214,12 @@ def _x(v) -> str:
     return "" if v is None else f"{v:.2f}x"
 
 
+def _usd(v) -> str:
+    if v is None:
+        return ""
+    return f"${v:.2f}" if v >= 0.01 or v == 0 else f"${v:.4f}"
+
+
 def _n(v) -> str:
     return "" if v is None else f"{v:g}"
 
@@ -235,7 +241,7 @@ def to_markdown(board: Mapping[str, Any], png: str | None = None) -> str:
             f"| {m['model']} | {m['rollouts']} ({m['finished']}) | {_q(m['best_qps_median'])} [{_q(m['best_qps_min'])}–{_q(m['best_qps_max'])}] "
             f"| {_x(m['speedup_median'])} | {_x(m['vs_reference_median'])} | {reached} "
             f"| {_n(m['iterations_to_best_median'])} "
-            f"| {_tok(m['tokens_to_best_median'])} | ${m['cost_to_best_median'] or 0:.2f} | {m['accepted']} | {m['flagged']} |")
+            f"| {_tok(m['tokens_to_best_median'])} | {_usd(m['cost_to_best_median'])} | {m['accepted']} | {m['flagged']} |")
     out.append("")
     out.append("Medians over each model's rollouts; × start and × reference are each measured on one node.")
     for n in board["notes"]:
@@ -259,6 +265,7 @@ def staircases(board: Mapping[str, Any], out_png: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     models = board["models"]
     by_run = {r["run"]: r for r in board["rollouts"]}
@@ -274,6 +281,7 @@ def staircases(board: Mapping[str, Any], out_png: str | Path) -> Path:
                 ax.axhline(board["target"] * r["reference_qps"], color=line.get_color(), ls=":", lw=1)
         ax.set_title(f"{m['model']} ({m['rollouts']} rollouts)", fontsize=10)
         ax.set_xlabel("iteration (submission)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7.5, loc="lower right")
     axes[0][0].set_ylabel("best QPS so far" + (f" (dotted: {board['target']:.0%} of reference)"

@@ -63,6 +63,7 @@ class Tournament:
     cpus_per_session: float = 1.0
     session_retries: int = 3  # Ray retries of a session task whose worker died
     timing_lock: str | None = None  # node-local lock file (default: <tmp>/vdbbench-timing.lock on each node)
+    cargo_seed: str | None = None  # a warm cargo target folder copied into each session's own one
 
     def sessions(self) -> list[dict[str, Any]]:
         """One spec per rollout, in a stable order (model by model)."""
@@ -72,7 +73,7 @@ class Tournament:
                 run_id = f"{m.label}-r{k}"
                 out.append({"run_id": run_id, "run_dir": str(Path(self.runs_dir) / run_id), "rollout": k,
                             "task": self.task, "budgets": self.budgets, "model": asdict(m),
-                            "timing_lock": self.timing_lock})
+                            "timing_lock": self.timing_lock, "cargo_seed": self.cargo_seed})
         return out
 
 
@@ -94,7 +95,7 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
         raise TournamentError(f"{where}: not valid TOML: {exc}") from None
     t = data.get("tournament")
     _need(isinstance(t, dict), where, "needs a [tournament] table (name, task, rollouts)")
-    unknown = set(t) - {"name", "task", "rollouts", "runs_dir", "cpus_per_session", "session_retries", "timing_lock"}
+    unknown = set(t) - {"name", "task", "rollouts", "runs_dir", "cpus_per_session", "session_retries", "timing_lock", "cargo_seed"}
     _need(not unknown, where, f"unknown [tournament] keys {sorted(unknown)}")
     name = t.get("name")
     _need(isinstance(name, str) and bool(_LABEL.match(name)), where, f"[tournament] name must be a plain name (letters, digits, _ . -), got {name!r}")
@@ -102,6 +103,12 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
     _need(isinstance(task, str), where, "[tournament] task must be the path of a task card, e.g. \"../tasks/optimize-ivf.toml\"")
     task_path = (path.parent / task).resolve()
     _need(task_path.is_file(), where, f"task card {task_path} does not exist")
+    from vdbbench.agent.task import TaskError, load_task
+
+    try:
+        load_task(task_path)
+    except TaskError as exc:
+        raise TournamentError(f"{where}: [tournament] task: {exc}") from None
     rollouts = t.get("rollouts", 1)
     _need(isinstance(rollouts, int) and not isinstance(rollouts, bool) and rollouts >= 1, where,
           f"[tournament] rollouts must be a whole number >= 1, got {rollouts!r}")
@@ -113,6 +120,9 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
           f"[tournament] session_retries must be a whole number >= 0, got {retries!r}")
     lock = t.get("timing_lock")
     _need(lock is None or isinstance(lock, str), where, "[tournament] timing_lock must be a file path")
+    seed = t.get("cargo_seed")
+    _need(seed is None or isinstance(seed, str), where, "[tournament] cargo_seed must be a folder (a cargo target folder)")
+    seed_path = str((path.parent / seed).resolve()) if seed else None
     budgets = dict(data.get("budgets", {}))
     try:
         Budgets.merged(None, budgets)
@@ -149,7 +159,7 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
     out_path = Path(out) if runs_dir else (path.parent / out if out else Path("runs") / f"tournament-{name}")
     return Tournament(name=name, path=str(path.resolve()), task=str(task_path), runs_dir=str(out_path.resolve()),
                       rollouts=rollouts, models=models, budgets=budgets, cpus_per_session=float(cpus),
-                      session_retries=retries, timing_lock=lock)
+                      session_retries=retries, timing_lock=lock, cargo_seed=seed_path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,11 +227,12 @@ def run_session(spec: dict[str, Any]) -> dict[str, Any]:
     from vdbbench.agent.node import node_info
     from vdbbench.agent.task import load_task
 
-    os.environ[TIMING_LOCK_ENV] = spec.get("timing_lock") or default_timing_lock()
     run_dir = Path(spec["run_dir"])
     if not (run_dir.parent / MANIFEST).exists():
         raise TournamentError(f"the runs folder {run_dir.parent} is not visible on node {node_info()['hostname']}: "
                               "on a cluster it must be a path shared by every node (NFS or the like)")
+    os.environ[TIMING_LOCK_ENV] = spec.get("timing_lock") or default_timing_lock()
+    target = _session_target(spec)
     state = session_state(run_dir)
     if state == "finished":
         events = read_events(run_dir / "journal.jsonl")
@@ -240,8 +251,32 @@ def run_session(spec: dict[str, Any]) -> dict[str, Any]:
         print(f"[{spec['run_id']}] resuming from its journal", flush=True)
         session = Session.resume(run_dir, model, overrides, _prices(spec, card), on_event=show)
     end = session.run()
+    if target is not None and session_state(run_dir) == "finished":
+        shutil.rmtree(target, ignore_errors=True)
     return {"run_id": spec["run_id"], "reason": end["reason"], "best": end["best"], "node": node_info(),
             "resumed": state == "unfinished"}
+
+
+def _session_target(spec: dict[str, Any]) -> Path | None:
+    """Each session builds in a cargo target folder of its own: two sessions building the same crate
+    in one folder overwrite each other's library while cargo calls both builds fresh. Without a seed
+    that is the session's own `target/` (Session's default); with `cargo_seed`, a node-local folder
+    first filled with a copy of the seed, so the first build is incremental. Returns that folder."""
+    os.environ.pop("VDBBENCH_AGENT_TARGET_DIR", None)
+    seed = spec.get("cargo_seed")
+    if not seed:
+        return None
+    import hashlib
+
+    key = hashlib.sha256(spec["run_dir"].encode()).hexdigest()[:16]
+    target = Path(tempfile.gettempdir()) / "vdbbench-cargo" / f"{spec['run_id']}-{key}"
+    if not target.exists() and Path(seed).is_dir():
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(seed, tmp, symlinks=True)
+        tmp.replace(target)
+    os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(target)
+    return target
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,13 +302,9 @@ def _import_ray():
 
 
 def _ray_env(spec: dict[str, Any]) -> dict[str, str]:
-    """What a worker needs from the driver's environment: the model's key (when the driver has it;
-    a worker's own environment wins) and the shared cargo target folder, if one is set."""
-    env = {}
-    for name in (spec["model"]["api_key_env"], "VDBBENCH_AGENT_TARGET_DIR"):
-        if os.environ.get(name):
-            env[name] = os.environ[name]
-    return env
+    """What a worker needs from the driver's environment: the model's key, when the driver has it."""
+    name = spec["model"]["api_key_env"]
+    return {name: os.environ[name]} if os.environ.get(name) else {}
 
 
 def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: bool = False,
