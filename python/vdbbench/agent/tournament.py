@@ -311,6 +311,9 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
                    local: bool = False, num_cpus: int | None = None, say: Callable[[str], None] | None = None) -> list[dict]:
     """Run every session of the tournament that has not finished; returns one result per session."""
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    ray = None if local else _import_ray()
+    if ray_address and ray is None:
+        raise TournamentError("--ray-address needs Ray: pip install 'vdbbench[ray]' (or '.[ray]' in a checkout)")
     runs = Path(t.runs_dir)
     manifest = runs / MANIFEST
     if manifest.exists() and not resume:
@@ -332,9 +335,6 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
     say(f"tournament {t.name}: {len(todo)} of {len(specs)} sessions to run ({kinds['new']} new, "
         f"{kinds['unfinished']} to resume) in {runs}")
 
-    ray = None if local else _import_ray()
-    if ray_address and ray is None:
-        raise TournamentError("--ray-address needs Ray: pip install 'vdbbench[ray]' (or '.[ray]' in a checkout)")
     results: list[dict] = []
     if ray is None:
         say("Ray is not " + ("used (--local)" if local else "installed (pip install '.[ray]')")
