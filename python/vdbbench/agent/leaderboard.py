@@ -55,10 +55,12 @@ def reference(events: Sequence[Mapping[str, Any]], before_seq: int | None = None
 
 
 def _html(run: Path) -> str | None:
+    """The session's HTML page (`vdbbench agent report RUN --html`), wherever in RUN it was written."""
     for name in HTML_PAGES:
         if (run / name).is_file():
             return str(run / name)
-    return None
+    pages = sorted(run.glob("*.html")) or sorted(run.glob("*/index.html"))
+    return str(pages[0]) if pages else None
 
 
 def rollout(run: Path, target: float) -> dict[str, Any]:
