@@ -331,6 +331,9 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
     if not todo:
         say(f"tournament {t.name}: all {len(specs)} sessions have finished already")
         return [{"run_id": s["run_id"], "state": "finished"} for s in specs]
+    for m in t.models:
+        if not os.environ.get(m.api_key_env):
+            say(f"note: {m.api_key_env} is not set here: model {m.label} gets no API key unless its workers have one")
     kinds = {k: sum(status[s["run_id"]]["state"] == k for s in todo) for k in ("new", "unfinished")}
     say(f"tournament {t.name}: {len(todo)} of {len(specs)} sessions to run ({kinds['new']} new, "
         f"{kinds['unfinished']} to resume) in {runs}")
