@@ -419,6 +419,10 @@ def test_tournament_on_local_ray_survives_a_killed_worker_and_a_dead_driver(user
     assert "| scripted-alpha | 2 (2) |" in (runs / "leaderboard.md").read_text()
     manifest = json.loads((runs / "tournament.json").read_text())
     assert [s["state"] for s in manifest["sessions"]] == ["finished"] * 4
+    # The sessions' own cargo folders on this node are gone once they finished.
+    from vdbbench.agent.tournament import _target_path
+
+    assert not any(_target_path(spec).exists() for spec in load_config(cfg).sessions())
 
 
 # -- a session resumed on another node measures its best there first ----------------------------

@@ -257,6 +257,13 @@ def run_session(spec: dict[str, Any]) -> dict[str, Any]:
             "resumed": state == "unfinished"}
 
 
+def _target_path(spec: dict[str, Any]) -> Path:
+    import hashlib
+
+    key = hashlib.sha256(spec["run_dir"].encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / "vdbbench-cargo" / f"{spec['run_id']}-{key}"
+
+
 def _session_target(spec: dict[str, Any]) -> Path | None:
     """Each session builds in a cargo target folder of its own: two sessions building the same crate
     in one folder overwrite each other's library while cargo calls both builds fresh. Without a seed
@@ -266,10 +273,7 @@ def _session_target(spec: dict[str, Any]) -> Path | None:
     seed = spec.get("cargo_seed")
     if not seed:
         return None
-    import hashlib
-
-    key = hashlib.sha256(spec["run_dir"].encode()).hexdigest()[:16]
-    target = Path(tempfile.gettempdir()) / "vdbbench-cargo" / f"{spec['run_id']}-{key}"
+    target = _target_path(spec)
     if not target.exists() and Path(seed).is_dir():
         tmp = target.with_name(target.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -345,6 +349,7 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
         for spec in todo:
             results.append(_record(status, spec, _call_local(spec), say))
             _write_manifest(t, status)
+        _drop_targets(specs)
         return results
 
     _ray_init(ray, ray_address, num_cpus, say)
@@ -368,7 +373,16 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
     finally:
         if ray_address is None:
             ray.shutdown()
+            _drop_targets(specs)
     return results
+
+
+def _drop_targets(specs: list[dict]) -> None:
+    """Remove this node's cargo folders of finished sessions (a session killed between its end and
+    its own clean-up leaves one behind)."""
+    for spec in specs:
+        if spec.get("cargo_seed") and session_state(spec["run_dir"]) == "finished":
+            shutil.rmtree(_target_path(spec), ignore_errors=True)
 
 
 def _call_local(spec: dict) -> dict:
