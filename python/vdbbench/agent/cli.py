@@ -41,6 +41,10 @@ def register(subparsers) -> None:
     if report is not None and hasattr(report, "register_report_commands"):
         report.register_report_commands(sub)
 
+    from vdbbench.agent.tournament_cli import register_tournament_commands
+
+    register_tournament_commands(sub)
+
 
 def _model_args(p, required: bool) -> None:
     p.add_argument("--model", required=required, help="model name at the endpoint" + ("" if required else " (default: the session's)"))

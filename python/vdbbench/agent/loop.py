@@ -31,6 +31,7 @@ from vdbbench.agent.facts import Facts, Usage
 from vdbbench.agent.journal import Journal
 from vdbbench.agent.machine import machine
 from vdbbench.agent.model import Model, ModelFinished, ModelUnavailable, ToolCall
+from vdbbench.agent.node import node_info
 from vdbbench.agent.startup import METRICS_TRAILER, Best, SessionError
 from vdbbench.agent.task import TaskCard, load_task
 from vdbbench.agent.tools import TOOL_SCHEMAS, FileTools, ToolArgumentError, ToolResult, run_tool
@@ -154,7 +155,7 @@ class Session:
                           "recall_floor": card.objective.recall_floor, "review_every": card.session.review_every},
                   machine={"cpu": self.machine.cpu, "cores": self.machine.cores, "simd": self.machine.simd,
                            "caches": self.machine.caches},
-                  resumed=resumed)
+                  resumed=resumed, node=node_info())
         self.evaluator = Evaluator(card, make_eval_data(card), self.run_dir)
         if resumed:
             startup.restore(self)

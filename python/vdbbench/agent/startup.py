@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from vdbbench.agent import reference
 from vdbbench.agent import workspace as wsp
+from vdbbench.agent.node import moved_since_last_segment
 
 if TYPE_CHECKING:
     from vdbbench.agent.loop import Session
@@ -65,7 +66,7 @@ def restore(session: "Session") -> None:
         if not res.ok:
             raise SessionError(f"the best commit {head[:12]} no longer builds:\n{res.errors}")
         marker.write_text(head)
-    if session.best.qps is None:
+    if session.best.qps is None or moved_since_last_segment(session.events()):  # QPS never crosses nodes
         report = session.evaluator.run("heldout", lib, None)
         session.emit("evaluation", **report.journal_payload())
         if report.candidate:

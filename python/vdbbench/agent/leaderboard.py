@@ -1,0 +1,314 @@
+"""The leaderboard of a tournament: per model, over its rollouts (sessions), from their journals alone.
+
+Per model: best QPS (median and range), its ratio to the start and to the reference (the project's
+own engine measured by the harness on the same node, the journal's `reference` event), the
+fraction of rollouts whose best reached `target` x the reference (Opt@K-style), the iterations,
+tokens and cost it took to get to the best, and the accepted and flagged submissions. Raw QPS of
+rollouts that ran on different nodes are not comparable; the ratios are (each is measured on one
+node), and the table says when nodes differ.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from vdbbench.agent.report import ReportError, accepted_table, best_curve, load_events, totals
+
+HTML_PAGES = ("report.html", "index.html", "session.html")
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[Path]:
+    """Session folders from the arguments: a session folder itself, or a folder holding sessions
+    (a tournament's runs folder), each in name order."""
+    runs: list[Path] = []
+    for p in map(Path, paths):
+        if (p / "journal.jsonl").is_file():
+            runs.append(p)
+        elif p.is_dir():
+            inner = sorted(d for d in p.iterdir() if (d / "journal.jsonl").is_file())
+            if not inner:
+                raise ReportError(f"{p} holds no session (no journal.jsonl in it or in its folders)")
+            runs.extend(inner)
+        else:
+            raise ReportError(f"{p} does not exist; expected a session folder or a folder of sessions")
+    if not runs:
+        raise ReportError("the leaderboard needs at least one session folder")
+    return runs
+
+
+def reference(events: Sequence[Mapping[str, Any]], before_seq: int | None = None) -> dict | None:
+    """The reference measured in the journal: the last `reference` event before `before_seq` (the
+    best's decision, so on the node the best was measured on), else the first one after it."""
+    refs = [e for e in events if e.get("type") == "reference" and isinstance(e.get("qps"), (int, float)) and e["qps"] > 0]
+    if not refs:
+        return None
+    if before_seq is not None:
+        earlier = [e for e in refs if int(e.get("seq", 0)) <= before_seq]
+        if earlier:
+            return earlier[-1]
+    return refs[0]
+
+
+def _html(run: Path) -> str | None:
+    """The session's HTML page (`vdbbench agent report RUN --html`), wherever in RUN it was written."""
+    for name in HTML_PAGES:
+        if (run / name).is_file():
+            return str(run / name)
+    pages = sorted(run.glob("*.html")) or sorted(run.glob("*/index.html"))
+    return str(pages[0]) if pages else None
+
+
+def rollout(run: Path, target: float) -> dict[str, Any]:
+    """One session's row: its best, and what it cost to get there."""
+    events = load_events(run)
+    info = totals(events)
+    tokens = 0
+    cost = 0.0
+    at: dict[int, tuple[int, float]] = {}  # decision seq -> (tokens, cost) so far
+    for e in events:
+        if e.get("type") == "model_call":
+            tokens += int(e.get("total_tokens") or 0)
+            cost += float(e.get("cost_usd") or 0.0)
+        elif e.get("type") == "decision":
+            at[int(e.get("seq", -1))] = (tokens, cost)
+    decs = [e for e in events if e.get("type") == "decision"]
+    accepted = [d for d in decs if d.get("outcome") == "accepted"]
+    last = accepted[-1] if accepted else None
+    ref = reference(events, int(last["seq"]) if last else None)
+    best = info["best_qps"]
+    ref_qps = float(ref["qps"]) if ref else None
+    # The first submission after which the best reached the target.
+    to_target = None
+    if ref_qps and best is not None:
+        for d in accepted:
+            if d.get("qps") is not None and float(d["qps"]) >= target * ref_qps:
+                to_target = d
+                break
+        if to_target is None and info["baseline_qps"] and info["baseline_qps"] >= target * ref_qps:
+            to_target = {"iteration": 0, "seq": -1}
+    starts = [e for e in events if e.get("type") == "session_start"]
+    nodes = []
+    for s in starts:
+        node = s.get("node") or {}
+        label = node.get("hostname")
+        if label and label not in nodes:
+            nodes.append(label)
+    cpu = next((s["node"].get("cpu_model") for s in reversed(starts) if isinstance(s.get("node"), dict)), None)
+    end = events[-1] if events[-1].get("type") == "session_end" else None
+    # Speed-up over the start as the product of each accepted change's paired gain (candidate and
+    # best timed interleaved in one run, on one node); QPS from separate runs only as a fallback.
+    gains = [r["gain"] for r in accepted_table(events)]
+    speedup = math.prod(gains) if all(gains) else info["speedup"]
+
+    def cost_at(d):
+        if d is None:
+            return 0, 0.0
+        return at.get(int(d.get("seq", -1)), (0, 0.0))
+
+    tok_best, cost_best = cost_at(last)
+    tok_target, cost_target = cost_at(to_target) if to_target is not None else (None, None)
+    return {
+        "run": run.name,
+        "path": str(run),
+        "model": info["model"],
+        "task": info["task"],
+        "finished": end is not None and end.get("reason") not in ("interrupted", "model_unavailable"),
+        "ended": info["ended"],
+        "best_qps": best,
+        "best_recall10": info["best_recall10"],
+        "baseline_qps": info["baseline_qps"],
+        "speedup": speedup,
+        "reference_qps": ref_qps,
+        "reference_recall10": ref.get("recall10") if ref else None,
+        "vs_reference": (best / ref_qps) if ref_qps and best else None,
+        "reached_target": (best is not None and best >= target * ref_qps) if ref_qps else None,
+        "iterations_to_best": int(last.get("iteration") or 0) if last else 0,
+        "tokens_to_best": tok_best,
+        "cost_to_best": cost_best,
+        "iterations_to_target": int(to_target.get("iteration") or 0) if to_target is not None else None,
+        "tokens_to_target": tok_target,
+        "cost_to_target": cost_target,
+        "submissions": info["submissions"],
+        "accepted": info["accepted"],
+        "flagged": info["outcomes"].get("flagged", 0),
+        "tokens": info["tokens"],
+        "cost_usd": info["cost_usd"],
+        "wall_s": info["wall_s"],
+        "resumes": info["resumes"],
+        "nodes": nodes,
+        "cpu_model": cpu,
+        "html": _html(run),
+    }
+
+
+def _median(values):
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, Any]:
+    """Rollouts grouped by model, best model first (by median best/reference ratio when every
+    model has one, else by median speed-up over the start, else by median best QPS)."""
+    if not 0 < target <= 10:
+        raise ReportError(f"--target must be a fraction of the reference QPS such as 0.95, got {target}")
+    rows = [rollout(r, target) for r in find_runs(runs)]
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[r["model"]].append(r)
+    models = []
+    for name, rs in groups.items():
+        bests = [r["best_qps"] for r in rs if r["best_qps"] is not None]
+        with_ref = [r for r in rs if r["reached_target"] is not None]
+        reached = [r for r in with_ref if r["reached_target"]]
+        models.append({
+            "model": name,
+            "rollouts": len(rs),
+            "finished": sum(r["finished"] for r in rs),
+            "best_qps_median": _median(bests),
+            "best_qps_min": min(bests) if bests else None,
+            "best_qps_max": max(bests) if bests else None,
+            "speedup_median": _median(r["speedup"] for r in rs),
+            "vs_reference_median": _median(r["vs_reference"] for r in rs),
+            "with_reference": len(with_ref),
+            "reached_target": len(reached) if with_ref else None,
+            "reached_fraction": (len(reached) / len(with_ref)) if with_ref else None,
+            "iterations_to_best_median": _median(r["iterations_to_best"] for r in rs),
+            "tokens_to_best_median": _median(r["tokens_to_best"] for r in rs),
+            "cost_to_best_median": _median(r["cost_to_best"] for r in rs),
+            "iterations_to_target_median": _median(r["iterations_to_target"] for r in reached),
+            "accepted": sum(r["accepted"] for r in rs),
+            "flagged": sum(r["flagged"] for r in rs),
+            "tokens": sum(r["tokens"] for r in rs),
+            "cost_usd": sum(r["cost_usd"] for r in rs),
+            "runs": [r["run"] for r in rs],
+        })
+    key = ("vs_reference_median" if all(m["vs_reference_median"] is not None for m in models)
+           else "speedup_median" if all(m["speedup_median"] is not None for m in models) else "best_qps_median")
+    models.sort(key=lambda m: -(m[key] or 0.0))
+    cpus = sorted({r["cpu_model"] for r in rows if r["cpu_model"]})
+    hosts = sorted({h for r in rows for h in r["nodes"]})
+    notes = []
+    if not any(r["reference_qps"] for r in rows):
+        notes.append("no session journaled a reference measurement (a `reference` event): the target column is empty")
+    elif any(r["reference_qps"] is None for r in rows):
+        notes.append("some sessions journaled no reference: their target is left out of the fraction")
+    if len(cpus) > 1 or len(hosts) > 1:
+        notes.append(f"the rollouts ran on {len(hosts)} nodes ({', '.join(cpus) or 'CPU unknown'}): compare the "
+                     "ratios (x start, x reference), each measured on one node, not the raw QPS")
+    if len({r["task"] for r in rows}) > 1:
+        notes.append("the sessions are on different tasks: " + ", ".join(sorted({r["task"] for r in rows})))
+    return {"schema": "vdbbench.agent-leaderboard/1", "target": target, "ranked_by": key, "notes": notes,
+            "nodes": hosts, "cpu_models": cpus, "models": models, "rollouts": rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _q(v) -> str:
+    if v is None:
+        return ""
+    return f"{v / 1000:.1f}k" if v >= 10_000 else f"{v:,.0f}"
+
+
+def _x(v) -> str:
+    return "" if v is None else f"{v:.2f}x"
+
+
+def _usd(v) -> str:
+    if v is None:
+        return ""
+    return f"${v:.2f}" if v >= 0.01 or v == 0 else f"${v:.4f}"
+
+
+def _n(v) -> str:
+    return "" if v is None else f"{v:g}"
+
+
+def _tok(v) -> str:
+    if v is None:
+        return ""
+    return f"{v / 1e6:.2f}M" if v >= 1e6 else (f"{v / 1e3:.0f}k" if v >= 1e4 else f"{v:,.0f}")
+
+
+def to_markdown(board: Mapping[str, Any], png: str | None = None) -> str:
+    t = board["target"]
+    out = [f"| model | rollouts (finished) | best QPS median [min–max] | × start | × reference | reached {t:.0%} of reference "
+           "| iterations to best | tokens to best | cost to best | accepted | flagged |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m in board["models"]:
+        reached = "" if m["reached_fraction"] is None else f"{m['reached_target']}/{m['with_reference']} ({m['reached_fraction']:.0%})"
+        out.append(
+            f"| {m['model']} | {m['rollouts']} ({m['finished']}) | {_q(m['best_qps_median'])} [{_q(m['best_qps_min'])}–{_q(m['best_qps_max'])}] "
+            f"| {_x(m['speedup_median'])} | {_x(m['vs_reference_median'])} | {reached} "
+            f"| {_n(m['iterations_to_best_median'])} "
+            f"| {_tok(m['tokens_to_best_median'])} | {_usd(m['cost_to_best_median'])} | {m['accepted']} | {m['flagged']} |")
+    out.append("")
+    out.append("Medians over each model's rollouts. × start: the product of the accepted changes' gains, each timed "
+               "interleaved with the best in one run; × reference: best over the reference measured on the same node.")
+    for n in board["notes"]:
+        out.append(f"Note: {n}.")
+    out += ["", "| session | model | best QPS | recall@10 | × start | × reference | iterations to best | accepted | flagged | ended | node | page |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in board["rollouts"]:
+        rec = "" if r["best_recall10"] is None else f"{r['best_recall10']:.4f}"
+        page = f"[html]({r['html']})" if r["html"] else ""
+        out.append(f"| {r['run']} | {r['model']} | {_q(r['best_qps'])} | {rec} | {_x(r['speedup'])} | {_x(r['vs_reference'])} "
+                   f"| {r['iterations_to_best']} | {r['accepted']} | {r['flagged']} | {r['ended'] or 'running or died'} "
+                   f"| {', '.join(r['nodes']) or '?'} | {page} |")
+    if png:
+        out += ["", f"Staircases: {png}"]
+    return "\n".join(out) + "\n"
+
+
+def staircases(board: Mapping[str, Any], out_png: str | Path) -> Path:
+    """One panel per model, its rollouts' best-QPS staircases in it, the target line when known."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    models = board["models"]
+    by_run = {r["run"]: r for r in board["rollouts"]}
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models) + 1, 4.2), dpi=110, sharey=True, squeeze=False)
+    for ax, m in zip(axes[0], models):
+        for run in m["runs"]:
+            r = by_run[run]
+            xs, ys = best_curve(load_events(r["path"]))
+            if not xs:
+                continue
+            line = ax.step(xs, ys, where="post", lw=1.8, label=f"{run}: {_q(r['best_qps'])}")[0]
+            if r["reference_qps"]:
+                ax.axhline(board["target"] * r["reference_qps"], color=line.get_color(), ls=":", lw=1)
+        ax.set_title(f"{m['model']} ({m['rollouts']} rollouts)", fontsize=10)
+        ax.set_xlabel("iteration (submission)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7.5, loc="lower right")
+    axes[0][0].set_ylabel("best QPS so far" + (f" (dotted: {board['target']:.0%} of reference)"
+                                               if any(r["reference_qps"] for r in board["rollouts"]) else ""))
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, bbox_inches="tight")
+    plt.close(fig)
+    return out_png
+
+
+def write_all(board: Mapping[str, Any], png: Path | None, markdown: Path | None, json_path: Path | None) -> str:
+    if png is not None:
+        staircases(board, png)
+    text = to_markdown(board, str(png) if png else None)
+    if markdown is not None:
+        markdown.parent.mkdir(parents=True, exist_ok=True)
+        markdown.write_text(text)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(board, indent=2, default=str) + "\n")
+    return text
