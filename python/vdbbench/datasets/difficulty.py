@@ -1,8 +1,8 @@
 """How hard a data set is for IVF and for a graph index, and how SIFT-like its values are.
 
 These calibrate the generated replica. IVF difficulty is the smallest nprobe at which exact-scan
-IVF (faiss IndexIVFFlat, k-means on the bench's sample of the base, nlist = 4*sqrt(n) by default) reaches a
-10-recall@10 target, as a fraction of nlist. Graph difficulty is the smallest efSearch at which
+IVF (faiss IndexIVFFlat, k-means on the bench's sample of the base, nlist = 4*sqrt(n) by default)
+reaches a 10-recall@10 target, as a fraction of nlist. Graph difficulty is the smallest efSearch at which
 faiss HNSW32 (efConstruction 40) reaches it. Both also count the distance evaluations one query
 costs at that setting (faiss' own counters, independent of timing), so the work of the two can be
 compared on a loaded machine. Recall is the shared `vdbbench.bench.metrics.knn_recall` against
