@@ -34,12 +34,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 
-from vdbbench.bench.adapters import default_nlist, train_sample  # noqa: E402
+from vdbbench.bench.adapters import train_sample  # noqa: E402
 from vdbbench.bench.metrics import knn_recall  # noqa: E402
 from vdbbench.datasets import synth  # noqa: E402
 from vdbbench.datasets.difficulty import hnsw_difficulty, ivf_difficulty, nn_distance_stats, value_stats  # noqa: E402
@@ -116,8 +117,8 @@ class Timed:
     name: str
     setting: str
     recall: float
-    batch: callable
-    single: callable
+    batch: Callable[[], object]
+    single: Callable[[np.ndarray], object]
     batch_qps: float = 0.0
     single_qps: float = 0.0
 
