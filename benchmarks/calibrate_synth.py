@@ -1,13 +1,27 @@
-"""Calibrate the generated SIFT replica: value statistics and IVF difficulty next to real SIFT's.
+"""Calibrate the generated SIFT replica against every real-SIFT figure in shared/DATA_NOTES.md.
 
-    nice -n 10 python benchmarks/calibrate_synth.py --n 100k             # the calibration size
-    nice -n 10 python benchmarks/calibrate_synth.py --n 1m --nq 1000     # the check at 1M (minutes)
-    python benchmarks/calibrate_synth.py --n 100k --set noise=0.8 --set power=1.6   # try parameters
+    nice -n 10 python benchmarks/calibrate_synth.py --n 100k                      # the calibration size
+    nohup nice -n 10 python benchmarks/calibrate_synth.py --n 1m --nq 1000 > c1m.log &   # 1M (tens of minutes)
+    python benchmarks/calibrate_synth.py --n 100k --set noise=0.8 --set power=1.6 --no-timing   # try parameters
 
-Difficulty = smallest nprobe for which faiss IndexIVFFlat (exact scan, k-means on the base,
-nlist = 4*sqrt(n)) reaches 10-recall@10 >= 0.95 (the shared knn_recall, exact ground truth), as
-a fraction of nlist. Real SIFT (shared/DATA_NOTES.md): 1.3-1.7% at 1M. Prints a Markdown table;
---out appends it, with the machine, commit and parameters, to a results file.
+Prints, for the replica at each size, beside the real figures (DATA_NOTES: 1M real descriptors from
+photographs, queries from other photographs, recall@10 >= 0.95, 1 thread) and the ratio
+replica / real:
+
+* value statistics and the query-to-base nearest-neighbour distance;
+* IVF difficulty: the smallest nprobe at which faiss IVF-Flat (exact scan, nlist = 4*sqrt(n)) reaches
+  10-recall@10 >= 0.95, as a fraction of nlist, and graph difficulty: the smallest efSearch of faiss
+  HNSW32 (efConstruction 40), with the distance evaluations per query of both (faiss' counters);
+* QPS ratios at recall@10 >= 0.95 of faiss HNSW32, hnswlib (M 32, ef_construction 200; optional,
+  `pip install hnswlib`) and faiss IVF-PQ64x4fs+RFlat to IVF-Flat, and of the graphs to IVF-PQ fs,
+  batch (all queries in one call) and one query per call, one thread. Every index is timed in the
+  same process on the calling thread's CPU clock, round-robin over --repeats rounds, best round
+  kept: ratios, never absolute QPS, are what carries between machines and runs.
+
+The real figures are for 1M vectors; a ratio at 100k is printed against them too, but IVF's work
+grows about as sqrt(n) and a graph's as log(n), so graph/IVF ratios at 100k are expected to be
+several times lower than at 1M. --out writes the Markdown report (with the machine, commit and
+generator parameters) to a file, appending.
 """
 
 from __future__ import annotations
@@ -20,17 +34,32 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 
+from vdbbench.bench.adapters import train_sample  # noqa: E402
+from vdbbench.bench.metrics import knn_recall  # noqa: E402
 from vdbbench.datasets import synth  # noqa: E402
-from vdbbench.datasets.difficulty import ivf_difficulty, nn_distance_stats, value_stats  # noqa: E402
+from vdbbench.datasets.difficulty import hnsw_difficulty, ivf_difficulty, nn_distance_stats, value_stats  # noqa: E402
 from vdbbench.datasets.groundtruth import compute_groundtruth  # noqa: E402
 from vdbbench.datasets.loader import parse_synth_name  # noqa: E402
 
-REAL_SIFT = "real SIFT (DATA_NOTES, 1M)", "0..242", "512.0 (510.9..513.1)", "13-15%", "27.5", "237 / 64", "1.3-1.7%"
+# shared/DATA_NOTES.md, real SIFT from photographs, 1M base, recall@10 >= 0.95, 1 thread.
+REAL_VALUES = "0..242", "512.0 (510.9..513.1)", "13-15%", "27.5", "237 / 64"
+REAL_IVF_FRACTION = (0.013, 0.017)  # nprobe 48-64 of 3840; 64 of 4000 in the graph table
+REAL_EF = {"faiss-hnsw32": 48, "hnswlib": 40}
+REAL_BATCH = {"ivf-flat": 1107, "ivfpq-fs": 7946, "faiss-hnsw32": 4465, "hnswlib": 5882}
+REAL_SINGLE = {"ivfpq-fs": 3868, "faiss-hnsw32": 4245, "hnswlib": 5625}
+# (numerator, denominator, mode): the ratios DATA_NOTES asks a replica to match.
+RATIOS = [
+    ("faiss-hnsw32", "ivf-flat", "batch"), ("hnswlib", "ivf-flat", "batch"), ("ivfpq-fs", "ivf-flat", "batch"),
+    ("faiss-hnsw32", "ivfpq-fs", "batch"), ("hnswlib", "ivfpq-fs", "batch"),
+    ("faiss-hnsw32", "ivfpq-fs", "single"), ("hnswlib", "ivfpq-fs", "single"),
+]
+K_FACTORS = (1, 4, 8, 16)  # IVF-PQ fs refine depths tried (rerank 0, 40, 80, 160 at k = 10)
 
 
 def parse_size(text: str) -> int:
@@ -77,49 +106,259 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def log(msg: str) -> None:
+    print(f"# {time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+@dataclasses.dataclass
+class Timed:
+    """One index at its cheapest setting reaching the target: how to search, and the best timings."""
+
+    name: str
+    setting: str
+    recall: float
+    batch: Callable[[], object]
+    single: Callable[[np.ndarray], object]
+    batch_qps: float = 0.0
+    single_qps: float = 0.0
+
+
+def smallest(recall_of, lo: int, hi: int, target: float) -> int | None:
+    """Smallest value in lo..hi whose recall reaches target (doubling, then bisection)."""
+    cur = lo
+    while recall_of(cur) < target:
+        if cur >= hi:
+            return None
+        lo, cur = cur + 1, min(2 * cur, hi)
+    hi = cur
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if recall_of(mid) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def prepare(base, queries, gt, target: float, k: int, d, g, with_hnswlib: bool) -> list[Timed]:
+    """Every index at its cheapest setting reaching the target: IVF-Flat and HNSW32 are the ones the
+    difficulty measurement built (d, g); IVF-PQ fs shares IVF-Flat's coarse quantizer."""
+    import faiss
+
+    n, dim = base.shape
+    nlist = d.nlist
+    out: list[Timed] = []
+
+    def recall(ids):
+        return knn_recall(ids, base, queries, gt, k=k)
+
+    def faiss_timed(name, index, setting, set_params):
+        set_params()
+        return Timed(name, setting, recall(index.search(queries, k)[1]),
+                     lambda: index.search(queries, k), lambda q: index.search(q, k))
+
+    flat = d.index
+    if d.nprobe is not None:
+        out.append(faiss_timed("ivf-flat", flat, f"nprobe {d.nprobe} of {nlist}",
+                               lambda: setattr(flat, "nprobe", d.nprobe)))
+    faiss.omp_set_num_threads(2)
+    t0 = time.perf_counter()
+    m = dim // 2
+    ivf = faiss.IndexIVFPQFastScan(flat.quantizer, dim, nlist, m, 4)  # the trained coarse quantizer
+    pq = faiss.IndexRefineFlat(ivf)
+    pq.train(train_sample(base, nlist))
+    pq.add(base)
+    faiss.omp_set_num_threads(1)
+    log(f"IVF{nlist},PQ{m}x4fs,RFlat built in {time.perf_counter() - t0:.0f}s")
+    best = None
+    for kf in K_FACTORS:  # cheapest setting per refine depth, then the fastest of those
+        pq.k_factor = kf
+
+        def pq_recall(p):
+            ivf.nprobe = p
+            return recall(pq.search(queries, k)[1])
+
+        p = smallest(pq_recall, 1, nlist, target)
+        if p is None:
+            continue
+        ivf.nprobe = p
+        t = time.perf_counter()
+        pq.search(queries, k)
+        dt = time.perf_counter() - t
+        if best is None or dt < best[0]:
+            best = (dt, p, kf)
+    if best is not None:
+        _, p, kf = best
+
+        def set_pq(p=p, kf=kf):
+            ivf.nprobe, pq.k_factor = p, kf
+
+        out.append(faiss_timed("ivfpq-fs", pq, f"nprobe {p}, k_factor {kf}", set_pq))
+
+    hnsw = g.index
+    if g.ef_search is not None:
+        out.append(faiss_timed("faiss-hnsw32", hnsw, f"efSearch {g.ef_search}",
+                               lambda: setattr(hnsw.hnsw, "efSearch", g.ef_search)))
+
+    if with_hnswlib:
+        import hnswlib
+
+        t0 = time.perf_counter()
+        hl = hnswlib.Index(space="l2", dim=dim)
+        hl.init_index(max_elements=n, M=32, ef_construction=200, random_seed=100)
+        hl.add_items(base, num_threads=2)
+        log(f"hnswlib built in {time.perf_counter() - t0:.0f}s")
+
+        def hl_recall(ef):
+            hl.set_ef(ef)
+            return recall(hl.knn_query(queries, k=k, num_threads=1)[0].astype(np.int64))
+
+        ef = smallest(hl_recall, k, 4096, target)
+        if ef is not None:
+            hl.set_ef(ef)
+            out.append(Timed("hnswlib", f"ef {ef}", hl_recall(ef), lambda: hl.knn_query(queries, k=k, num_threads=1),
+                             lambda q: hl.knn_query(q, k=k, num_threads=1)))
+    return out
+
+
+def time_all(timed: list[Timed], queries, repeats: int, single_queries: int) -> None:
+    """Batch and one-query-per-call QPS, round-robin over the indexes, best round of each kept.
+
+    Every search runs on the calling thread (faiss with one OpenMP thread, hnswlib num_threads=1),
+    so the clock is that thread's CPU time: on a shared machine wall time mostly measures how often
+    the scheduler preempts us (a 60 ms batch is cut, 300 single queries of 30 us each are not),
+    while CPU time still counts every cache miss and memory stall of the search itself.
+    """
+    qs = [queries[i : i + 1] for i in range(min(single_queries, len(queries)))]
+    for t in timed:
+        t.batch()  # warm
+    for _ in range(repeats):
+        for t in timed:
+            t0 = time.thread_time()
+            t.batch()
+            t.batch_qps = max(t.batch_qps, len(queries) / max(time.thread_time() - t0, 1e-9))
+            t0 = time.thread_time()
+            for q in qs:
+                t.single(q)
+            t.single_qps = max(t.single_qps, len(qs) / max(time.thread_time() - t0, 1e-9))
+
+
+def fmt_ratio(rep: float | None, real: float | None) -> str:
+    if rep is None or real is None:
+        return "-"
+    return f"{rep / real:.2f}"
+
+
+def report_size(n: int, args, world, sift) -> list[str]:
+    import faiss
+
+    t0 = time.perf_counter()
+    base, queries = synth.sift_like(n, args.nq, seed=args.seed, world_params=world, sift_params=sift)
+    log(f"n={n}: generated in {time.perf_counter() - t0:.1f}s")
+    _, gt = compute_groundtruth(base, queries, "l2", k=10, backend="faiss")
+    stats, nn = value_stats(base), nn_distance_stats(gt)
+    d = ivf_difficulty(base, queries, target=args.target, gt_distances=gt)
+    log(f"IVF difficulty: nprobe {d.nprobe} of {d.nlist}; recall by nprobe "
+        + ", ".join(f"{p}:{r:.3f}" for p, r in sorted(d.recall_at.items())))
+    g = hnsw_difficulty(base, queries, target=args.target, gt_distances=gt)
+    log(f"graph difficulty: efSearch {g.ef_search}; recall by efSearch "
+        + ", ".join(f"{e}:{r:.3f}" for e, r in sorted(g.recall_at.items())))
+
+    lines = [f"#### synth-sift n={n:,}, {args.nq} queries, seed {args.seed}", "",
+             "| property | replica | real SIFT (1M) | replica / real |", "|---|---|---|---|"]
+    values = (f"{stats['min']:.0f}..{stats['max']:.0f}" + ("" if stats["integer"] else " (not integer!)"),
+              f"{stats['norm_median']:.1f} ({stats['norm_p1']:.1f}..{stats['norm_p99']:.1f})",
+              f"{100 * stats['zero_fraction']:.1f}%", f"{stats['mean']:.1f}", f"{nn['nn_median']:.0f} / {nn['nn_p1']:.0f}")
+    ratios = ("-", f"{stats['norm_median'] / 512:.2f}", f"{stats['zero_fraction'] / 0.14:.2f}",
+              f"{stats['mean'] / 27.5:.2f}", f"{nn['nn_median'] / 237:.2f} / {nn['nn_p1'] / 64:.2f}")
+    for label, rep, real, ratio in zip(("values", "L2 norm median (p1..p99)", "zero components", "mean component",
+                                        "NN distance median / p1"), values, REAL_VALUES, ratios):
+        lines.append(f"| {label} | {rep} | {real} | {ratio} |")
+    if d.fraction is None:
+        lines.append(f"| IVF-Flat nprobe/nlist for recall@10 {args.target} | not reached | 1.3-1.7% | - |")
+    else:
+        mid = sum(REAL_IVF_FRACTION) / 2
+        lines.append(f"| IVF-Flat nprobe/nlist for recall@10 {args.target} (nlist 4*sqrt(n)) | {100 * d.fraction:.2f}% "
+                     f"(nprobe {d.nprobe} of {d.nlist}) | 1.3-1.7% (48-64 of 3840) | {d.fraction / mid:.2f} |")
+    ef_real = REAL_EF["faiss-hnsw32"]
+    lines.append(f"| faiss HNSW32 efSearch for recall@10 {args.target} | "
+                 + ("not reached | 48 | - |" if g.ef_search is None else f"{g.ef_search} | {ef_real} | {g.ef_search / ef_real:.2f} |"))
+    if g.ef_search is not None and d.distances_per_query:
+        lines.append(f"| distance evaluations per query, IVF-Flat / HNSW32 | {d.distances_per_query:,.0f} / "
+                     f"{g.distances_per_query:,.0f} = {d.distances_per_query / g.distances_per_query:.1f} | - | - |")
+
+    if not args.no_timing:
+        with_hnswlib = not args.no_hnswlib
+        if with_hnswlib:
+            try:
+                import hnswlib  # noqa: F401
+            except ImportError:
+                log("hnswlib is not installed (pip install hnswlib): its rows are skipped")
+                with_hnswlib = False
+        timed = prepare(base, queries, gt, args.target, 10, d, g, with_hnswlib)
+        threads = faiss.omp_get_max_threads()
+        faiss.omp_set_num_threads(1)
+        time_all(timed, queries, args.repeats, args.single_queries)
+        faiss.omp_set_num_threads(threads)
+        by = {t.name: t for t in timed}
+        for t in timed:
+            log(f"{t.name}: {t.setting}, recall {t.recall:.4f}, batch {t.batch_qps:,.0f} QPS, single {t.single_qps:,.0f} QPS")
+        if "hnswlib" in by:
+            ef = int(by["hnswlib"].setting.split()[-1])
+            lines.append(f"| hnswlib (M 32, ef_construction 200) ef for recall@10 {args.target} | {ef} | 40 | {ef / 40:.2f} |")
+        for num, den, mode in RATIOS:
+            if num not in by or den not in by:
+                lines.append(f"| {num} / {den}, {mode} QPS | not measured | | |")
+                continue
+            real_tab = REAL_BATCH if mode == "batch" else REAL_SINGLE
+            rep = (by[num].batch_qps / by[den].batch_qps if mode == "batch" else by[num].single_qps / by[den].single_qps)
+            real = real_tab[num] / real_tab[den]
+            what = "batch, 1 thread" if mode == "batch" else "one query per call, 1 thread"
+            lines.append(f"| {num} / {den} QPS, {what} | {rep:.2f} | {real:.2f} | {fmt_ratio(rep, real)} |")
+        lines += ["", "Settings at recall@10 >= %.2f and QPS on this machine (1 thread; best of %d rounds, %d single queries): "
+                  % (args.target, args.repeats, min(args.single_queries, args.nq))
+                  + "; ".join(f"{t.name} {t.setting} (recall {t.recall:.3f}): batch {t.batch_qps:,.0f}, single "
+                              f"{t.single_qps:,.0f}" for t in timed) + "."]
+    lines += ["", "IVF-Flat recall by nprobe: " + ", ".join(f"{p}: {r:.3f}" for p, r in sorted(d.recall_at.items()))
+              + ". HNSW32 recall by efSearch: " + ", ".join(f"{e}: {r:.3f}" for e, r in sorted(g.recall_at.items())) + "."]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=parse_size, action="append", help="base size(s), e.g. 100k, 1m (default 100k)")
     ap.add_argument("--nq", type=int, default=1000, help="queries (default 1000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target", type=float, default=0.95)
+    ap.add_argument("--repeats", type=int, default=3, help="timing rounds, best kept (default 3)")
+    ap.add_argument("--single-queries", type=int, default=300, help="queries timed one per call (default 300)")
+    ap.add_argument("--no-timing", action="store_true", help="difficulty and values only (no QPS ratios)")
+    ap.add_argument("--no-hnswlib", action="store_true", help="skip hnswlib (its ef_construction 200 build is the "
+                    "slowest step at 1M)")
     ap.add_argument("--set", dest="overrides", type=parse_override, action="append", default=[],
                     help="override a generator parameter, NAME=VALUE (repeatable)")
     ap.add_argument("--out", type=Path, help="append the Markdown report to this file")
     args = ap.parse_args(argv)
     world, sift = params_with(args.overrides)
-    rows = []
+    lines = []
     for n in args.n or [100_000]:
-        t0 = time.perf_counter()
-        base, queries = synth.sift_like(n, args.nq, seed=args.seed, world_params=world, sift_params=sift)
-        gen_s = time.perf_counter() - t0
-        _, gt = compute_groundtruth(base, queries, "l2", k=10, backend="faiss")
-        stats, nn = value_stats(base), nn_distance_stats(gt)
-        d = ivf_difficulty(base, queries, target=args.target, gt_distances=gt)
-        frac = "not reached" if d.fraction is None else f"{100 * d.fraction:.2f}% (nprobe {d.nprobe} of {d.nlist})"
-        row = (f"synth-sift n={n:,} nq={args.nq} seed={args.seed}", f"{stats['min']:.0f}..{stats['max']:.0f}"
-               + ("" if stats["integer"] else " (not integer!)"),
-               f"{stats['norm_median']:.1f} ({stats['norm_p1']:.1f}..{stats['norm_p99']:.1f})",
-               f"{100 * stats['zero_fraction']:.1f}%", f"{stats['mean']:.1f}",
-               f"{nn['nn_median']:.0f} / {nn['nn_p1']:.0f}", frac)
-        rows.append(row)
-        near = sorted(d.recall_at.items())
-        print(f"# n={n}: generated in {gen_s:.1f}s, IVF built in {d.build_s:.1f}s; recall by nprobe: "
-              + ", ".join(f"{p}:{r:.3f}" for p, r in near), file=sys.stderr, flush=True)
-    header = ("set", "values", "L2 norm median (p1..p99)", "zeros", "mean", "NN dist median / p1",
-              f"IVF nprobe/nlist for 10-recall@10 >= {args.target}")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows + [REAL_SIFT]]
+        lines += report_size(n, args, world, sift) + [""]
     import faiss
 
-    meta = (f"commit {git_commit()}, generator v{synth.GENERATOR_VERSION}, {cpu_name()}, {os.cpu_count()} cores, "
-            f"faiss {faiss.__version__}, numpy {np.__version__}; world {dataclasses.asdict(world)}, "
-            f"sift {dataclasses.asdict(sift)}")
-    report = "\n".join(lines) + "\n\n" + meta + "\n"
+    try:
+        import hnswlib
+        hl_version = getattr(hnswlib, "__version__", "installed")
+    except ImportError:
+        hl_version = "absent"
+    meta = (f"commit {git_commit()}, generator v{synth.GENERATOR_VERSIONS['sift']}, {cpu_name()}, {os.cpu_count()} cores, "
+            f"load average {os.getloadavg()[0]:.1f}, faiss {faiss.__version__}, hnswlib {hl_version}, numpy {np.__version__}; "
+            f"world {dataclasses.asdict(world)}, sift {dataclasses.asdict(sift)}")
+    report = "\n".join(lines) + "\n" + meta + "\n"
     print(report)
     if args.out:
         with open(args.out, "a") as f:
-            f.write(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: `{' '.join(sys.argv[1:])}`\n\n{report}")
+            f.write(f"\n### {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
+                    f"`python benchmarks/calibrate_synth.py {' '.join(sys.argv[1:] if argv is None else argv)}`\n\n{report}")
     return 0
 
 

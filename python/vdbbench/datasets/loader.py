@@ -54,7 +54,8 @@ def generate(name: str, seed: int = 0, nq: int | None = None) -> Dataset:
     kind, n = parsed
     nq = default_nq(n) if nq is None else nq
     folder = reg.data_dir() / "synth"
-    path = folder / f"{name}-nq{nq}-seed{seed}-g{synth.GENERATOR_VERSION}.hdf5"
+    version = synth.GENERATOR_VERSIONS[kind]
+    path = folder / f"{name}-nq{nq}-seed{seed}-g{version}.hdf5"
     if path.exists():
         try:
             ds = read_ann_hdf5(path, name=name)
@@ -62,12 +63,12 @@ def generate(name: str, seed: int = 0, nq: int | None = None) -> Dataset:
             path.unlink()  # damaged cache entry: regenerate
         else:
             ds.synthetic, ds.source = True, "generated"
-            ds.extra.update(seed=seed, generator_version=synth.GENERATOR_VERSION, cached=str(path))
+            ds.extra.update(seed=seed, generator_version=version, cached=str(path))
             ds.sha256 = ds.extra["content_sha256"] = content_hash(ds.train, ds.test)
             return ds
     train, test = _GENERATORS[kind](n, nq, seed=seed)
     ds = Dataset(name=name, train=train, test=test, metric=_SYNTH_METRIC, synthetic=True, source="generated",
-                 extra={"seed": seed, "generator_version": synth.GENERATOR_VERSION, "cached": str(path)})
+                 extra={"seed": seed, "generator_version": version, "cached": str(path)})
     ds.sha256 = ds.extra["content_sha256"] = content_hash(train, test)
     write_ann_hdf5(path, ds)
     return ds

@@ -1,25 +1,35 @@
-"""Generated data sets, deterministic by seed: a SIFT replica as hard for IVF as real SIFT, and real-valued data.
+"""Generated data sets, deterministic by seed: a SIFT replica as hard as real SIFT, and real-valued data.
 
 Both come from one hierarchical process, a "world" fixed by the seed and independent of n:
 G groups, each with its own mean and its own r-dimensional basis; K components per group, each a
 mean (the group's plus a gamma-distributed offset) and its own anisotropic latent scales
-(decaying with the latent index, log-normal per component) and noise level (log-normal, so some
-components are tight, near-duplicate patterns and others diffuse). A point picks a component,
-draws heavy-tailed (Student-t) latent coordinates and Gaussian noise: many overlapping,
+(decaying with the latent index, log-normal per component) and noise level (log-normal). A point
+picks a component, draws heavy-tailed (Student-t) latent coordinates and noise: many overlapping,
 low-intrinsic-dimension, anisotropic structures rather than a few tight clusters.
 
-`synth_sift` then turns each point into a gradient histogram and does what SIFT does to one:
-keep the non-negative part, sharpen it (a power > 1: a few dominant orientations), weight the
-4x4 spatial cells by a Gaussian window, normalise to unit length, clip at 0.2,
-renormalise, scale by 512, round to integers 0..255. Its parameters were calibrated with
-benchmarks/calibrate_synth.py so that exact-scan IVF at nlist = 4*sqrt(n) needs a similar
-fraction of the lists as real SIFT (benchmarks/results/synth_calibration.md).
+For the SIFT replica a row is one keypoint descriptor of a photograph, and the noise is what makes
+two descriptors of the same pattern differ: a shift of the patch, a nearby scale, a slight
+rotation, another exposure. Those are few degrees of freedom, so the noise lives in a subspace of
+`noise_rank` dimensions per group (isotropic noise of the same energy would give every
+neighbourhood all 128 dimensions, which real descriptors do not have: such a replica was as hard as
+real SIFT for IVF but about ten times too hard for a graph index). The world then holds many
+near-duplicate neighbourhoods, variations of one pattern along a few directions, which a graph
+walks cheaply, while the neighbours of a query still spread over many IVF lists.
+
+`synth_sift` turns each point into a gradient histogram and does what SIFT does to one: keep the
+non-negative part, sharpen it (a power > 1: a few dominant orientations), weight the 4x4 spatial
+cells by a Gaussian window, normalise to unit length, clip at 0.2, renormalise, scale by 512,
+round to integers 0..255. Its parameters were calibrated with benchmarks/calibrate_synth.py
+against every real-SIFT figure of shared/DATA_NOTES.md: exact-scan IVF's nprobe for recall@10
+0.95 at nlist = 4*sqrt(n), and the QPS ratios of graph indexes (faiss HNSW32, hnswlib) and IVF-PQ
+fast-scan to IVF-Flat (benchmarks/results/synth_calibration.md).
 
 Rows are generated in fixed chunks with one random stream per chunk, so memory stays bounded,
 the output does not depend on how it is chunked in memory, and the base of a smaller n is a
-prefix of a larger one; queries come from their own streams (fresh draws, disjoint from the
-base). (Integer rounding after a BLAS product could in principle differ in rare components
-between BLAS builds; the cache keys and Dataset.sha256 identify exactly what was measured.)
+prefix of a larger one; queries come from their own streams (keypoints of other photographs:
+fresh draws of the same process, disjoint from the base). (Integer rounding after a BLAS product
+could in principle differ in rare components between BLAS builds; the cache keys and
+Dataset.sha256 identify exactly what was measured.)
 """
 
 from __future__ import annotations
@@ -28,8 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Bump when the output for a given (n, nq, seed, dim) changes: cached generated sets are keyed by it.
-GENERATOR_VERSION = 2
+# Bump a kind's version when its output for a given (n, nq, seed, dim) changes: cached generated sets
+# are keyed by it (file name and Dataset.extra), so a file of an older generator is never reused.
+GENERATOR_VERSIONS = {"sift": 3, "float": 2}
 CHUNK = 1 << 13  # rows per random stream; always drawn whole, so prefixes agree
 _BASE_STREAM, _QUERY_STREAM = 2, 3
 
@@ -43,9 +54,10 @@ class WorldParams:
     component_spread: float = 0.3  # scale of a component's offset from its group mean
     latent_scale: float = 2.0
     latent_decay: float = 0.7  # latent j has scale j**-decay
-    noise: float = 0.8  # median isotropic noise of a component
-    noise_spread: float = 0.8  # log-normal sigma of the per-component noise level
+    noise: float = 0.8  # median noise of a component (root mean square per coordinate)
+    noise_spread: float = 0.4  # log-normal sigma of the per-component noise level
     latent_df: float = 4.0  # Student-t degrees of freedom of the latent coordinates
+    noise_rank: int = 24  # noise confined to a per-group subspace of this dimension (0: isotropic)
 
 
 @dataclass(frozen=True)
@@ -58,7 +70,7 @@ class SiftParams:
 SIFT_WORLD = WorldParams()
 SIFT_PARAMS = SiftParams()
 FLOAT_WORLD = WorldParams(groups=32, components=64, rank=12, mean_shape=2.0, component_spread=0.8,
-                          latent_scale=2.5, noise=0.6, noise_spread=0.6)
+                          latent_scale=2.5, noise=0.6, noise_spread=0.6, noise_rank=0)
 
 
 class _World:
@@ -75,6 +87,10 @@ class _World:
         decay = np.arange(1, r + 1, dtype=np.float64) ** -p.latent_decay
         self.scale = (p.latent_scale * decay * rng.lognormal(0.0, 0.3, size=(G, K, r))).reshape(G * K, r)
         self.noise = p.noise * rng.lognormal(0.0, p.noise_spread, size=G * K)
+        if p.noise_rank:
+            q = min(p.noise_rank, dim)
+            nb = np.linalg.qr(np.random.default_rng([seed, 5, dim]).standard_normal((G, dim, q)))[0]
+            self.noise_basis = nb.transpose(0, 2, 1) * np.sqrt(dim / q)  # (G, q, dim): the same total energy
 
     def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
         """m raw points (float64) of the process."""
@@ -89,7 +105,14 @@ class _World:
             rows = order[bounds[g] : bounds[g + 1]]
             if rows.size:
                 x[rows] += latent[rows] @ self.basis[g]
-        x += self.noise[comp][:, None] * rng.standard_normal((m, self.dim))
+        if p.noise_rank:
+            z = rng.standard_normal((m, self.noise_basis.shape[1])) * self.noise[comp][:, None]
+            for g in range(p.groups):
+                rows = order[bounds[g] : bounds[g + 1]]
+                if rows.size:
+                    x[rows] += z[rows] @ self.noise_basis[g]
+        else:
+            x += self.noise[comp][:, None] * rng.standard_normal((m, self.dim))
         return x
 
 
