@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from vdbbench.bench import results
-from vdbbench.bench.adapters import RunOptions, default_nlist
+from vdbbench.adapters import RunOptions
+from vdbbench.common import default_nlist
 from vdbbench.datasets import compute_groundtruth
-from vdbbench.bench.metrics import knn_recall
-from vdbbench.bench.registry import adapter_class
+from vdbbench.common.recall import knn_recall
+from vdbbench.adapters.registry import adapter_class
 from vdbbench.bench.runner import RunConfig, run_index
 from vdbbench.bench.sweep import adaptive_values
 from vdbbench.datasets.base import Dataset

@@ -10,9 +10,10 @@ import faiss
 import numpy as np
 import pytest
 
-from vdbbench.bench.adapters import RunOptions, normalize_rows
-from vdbbench.bench.metrics import knn_recall
-from vdbbench.bench.registry import PEERS, adapter_class
+from vdbbench.adapters import RunOptions
+from vdbbench.common import normalize_rows
+from vdbbench.common.recall import knn_recall
+from vdbbench.adapters.registry import PEERS, adapter_class
 from vdbbench.datasets.synth import synth_float
 
 GENEROUS = {"nprobe": 32, "k_factor": 16, "efSearch": 256}

@@ -8,7 +8,8 @@ from dataclasses import replace
 import sys
 from pathlib import Path
 
-from vdbbench.cli import UsageError
+from vdbbench.common.errors import UsageError
+from vdbbench.common.recall import RECALL_TARGET
 
 # faiss (OpenMP) shares the process with our rayon pool during a run: its threads must wait
 # passively or they spin on a core after each call. This has to be set before faiss is first
@@ -33,7 +34,7 @@ def _names(text: str | None) -> list[str]:
 
 def register(subparsers) -> None:
     """Add this area's subcommands to the `vdbbench` parser."""
-    from vdbbench.bench.registry import INDEX_NAMES
+    from vdbbench.adapters.registry import index_names
 
     run = subparsers.add_parser(
         "run",
@@ -43,7 +44,7 @@ def register(subparsers) -> None:
         "and a headline table. Exit 0: target reached; 1: target missed (files still written); "
         "2: bad usage.",
     )
-    run.add_argument("--index", default="ivf", help=f"index under test ({', '.join(INDEX_NAMES)}); default ivf")
+    run.add_argument("--index", default="ivf", help=f"index under test ({', '.join(index_names())}); default ivf")
     run.add_argument("--dataset", default="sift-1m", help="dataset name or file; default sift-1m")
     run.add_argument("--compare", default="", help="comma-separated peers to run alongside (e.g. faiss-ivf-flat,faiss-hnsw)")
     run.add_argument("--nlist", type=int, help="IVF lists (ours and faiss IVF peers); default 4*sqrt(n)")
@@ -54,7 +55,8 @@ def register(subparsers) -> None:
     run.add_argument("--storage", default="u8+f16", choices=("u8+f16", "f16", "f32"), help="storage of our ivf")
     run.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
     run.add_argument("--mode", default="batch,single", help="batch and/or single (default both)")
-    run.add_argument("--target-recall", type=float, default=0.95, help="recall@10 target (default 0.95)")
+    run.add_argument("--target-recall", type=float, default=RECALL_TARGET,
+                     help=f"recall@10 target (default {RECALL_TARGET:g})")
     run.add_argument("--k", type=int, default=10, help="neighbours per query (default 10)")
     run.add_argument("--out", help="output directory (default ./vdbbench-results/<timestamp>)")
     run.add_argument("--repeats", type=int, default=3, help="timed batch repeats after one warm-up; median kept (default 3)")
@@ -88,7 +90,8 @@ def register(subparsers) -> None:
     )
     gate.add_argument("result", help="result JSON of the index under test")
     gate.add_argument("--baseline", required=True, help="baseline result JSON (its peer results beside it)")
-    gate.add_argument("--min-recall", type=float, default=0.95)
+    gate.add_argument("--min-recall", type=float, default=RECALL_TARGET,
+                      help=f"recall@10 floor at the baseline's headline parameters (default {RECALL_TARGET:g})")
     gate.add_argument("--max-qps-drop", type=float, default=0.10, help="allowed relative drop of the QPS ratio")
     gate.add_argument("--peer", help="peer whose result sits next to RESULT and BASELINE (e.g. faiss-ivf-flat)")
     gate.set_defaults(func=cmd_gate)
@@ -120,7 +123,7 @@ def _check_writable(out: Path) -> None:
 
 
 def _options(args):
-    from vdbbench.bench.adapters import RunOptions
+    from vdbbench.adapters.interface import RunOptions
 
     if args.k < 1:
         raise UsageError(f"--k expects an integer >= 1, got {args.k}")
@@ -128,10 +131,11 @@ def _options(args):
         raise UsageError(f"--nlist expects an integer >= 1, got {args.nlist}")
     nprobe = None if args.nprobe.strip().lower() == "auto" else _int_list("--nprobe", args.nprobe)
     rerank = _int_list("--rerank", args.rerank, allow_zero=True) if args.rerank else None
-    if rerank and any(0 < r < args.k for r in rerank):
-        raise UsageError(f"--rerank values must be 0 or >= k={args.k}, got {args.rerank!r}")
     ef = _int_list("--ef-search", args.ef_search) if args.ef_search else None
-    return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, storage=args.storage, ef_search=ef)
+    try:
+        return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, storage=args.storage, ef_search=ef)
+    except ValueError as exc:  # the rerank rule (0 or >= k), checked once for every index
+        raise UsageError(f"--{exc}") from None
 
 
 def _config(args):
@@ -192,13 +196,14 @@ def cmd_run(args) -> int:
     from rich.console import Console
 
     from vdbbench.bench import results
-    from vdbbench.bench.registry import INDEX_NAMES, OURS, adapter_class
+    from vdbbench.adapters.registry import OURS, adapter_class, index_names
 
     console = Console(stderr=True)
     names = [args.index] + [n for n in _names(args.compare) if n != args.index]
-    unknown = [n for n in names if n not in INDEX_NAMES]
+    known = index_names()
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"unknown index {unknown[0]!r}; valid: {', '.join(INDEX_NAMES)}")
+        raise UsageError(f"unknown index {unknown[0]!r}; valid: {', '.join(known)}")
     config = _config(args)
     if any(n in OURS for n in names):
         from vdbbench.bench.ours import check_engine

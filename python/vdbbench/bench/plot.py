@@ -9,6 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from vdbbench.common.recall import RECALL_TARGET  # noqa: E402
+
 
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """(recall, qps) pairs no other pair beats on both; sorted by recall."""
@@ -38,7 +40,7 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
     if not runs:
         raise ValueError("nothing to plot: no results given")
     if target is None:
-        target = runs[0].get("run", {}).get("target_recall", 0.95)
+        target = runs[0].get("run", {}).get("target_recall", RECALL_TARGET)
     fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
     colors = plt.get_cmap("tab10").colors
     thread_counts = sorted({p["threads"] for r in runs for p in r["points"]})

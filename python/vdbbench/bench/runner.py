@@ -12,8 +12,8 @@ import numpy as np
 
 from vdbbench.bench import cache, results
 from vdbbench.bench.bandwidth import read_gbps_once
-from vdbbench.bench.adapters import Adapter, BuildInfo, RunOptions
-from vdbbench.bench.metrics import id_recall, knn_recall
+from vdbbench.adapters.interface import Adapter, BuildInfo, RunOptions
+from vdbbench.common.recall import RECALL_TARGET, id_recall, knn_recall
 from vdbbench.bench.sweep import adaptive_values
 from vdbbench.bench.timing import time_batch, time_single
 
@@ -24,7 +24,7 @@ MODES = ("batch", "single")
 class RunConfig:
     """How to measure: the same for every index of a run, so their results compare."""
 
-    target: float = 0.95
+    target: float = RECALL_TARGET
     threads: tuple[int, ...] = (1,)
     modes: tuple[str, ...] = ("batch",)
     repeats: int = 3

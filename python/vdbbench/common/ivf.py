@@ -1,0 +1,24 @@
+"""IVF defaults shared by our engine's adapter, the faiss IVF peers and the dataset calibration."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+
+def default_nlist(n: int) -> int:
+    """The number of IVF lists used unless told otherwise: 4*sqrt(n), within 1..n."""
+    return max(1, min(n, int(round(4.0 * math.sqrt(n)))))
+
+
+def check_rerank(values: Iterable[int], k: int) -> tuple[int, ...]:
+    """The rerank depths as a tuple; ValueError unless each is 0 (u8 results alone) or >= k.
+
+    The engine checks the same rule on every call; this lets a sweep refuse bad values before
+    anything is built.
+    """
+    out = tuple(int(v) for v in values)
+    bad = [r for r in out if r < 0 or 0 < r < k]
+    if bad:
+        raise ValueError(f"rerank {bad[0]} must be 0 (u8 results alone) or >= k={k}")
+    return out
