@@ -192,11 +192,46 @@ def _subset_queries(ds, nq: int):
     )
 
 
+def _adapters(names: list[str], under_test: str, ds, options, console) -> dict:
+    """Construct each named adapter. The index under test must load (else UsageError); a peer
+    that cannot (library missing, plugin broken) is reported by name and left out of the run."""
+    from vdbbench.adapters.registry import AdapterUnavailable, adapter_class
+
+    adapters = {}
+    for n in names:
+        try:
+            cls = adapter_class(n)
+            if not cls.supports(ds.metric):
+                raise UsageError(
+                    f"index {n!r} does not support the metric {ds.metric!r} of dataset {ds.name}; "
+                    f"it supports {', '.join(cls.metrics)}"
+                )
+            adapter = cls(ds.dim, ds.n, ds.metric, options)
+            adapter.param_space()  # validates explicit lists against this index (nprobe <= nlist...)
+        except (UsageError, KeyError):
+            raise
+        except ValueError as exc:
+            raise UsageError(f"{n}: {exc}") from None
+        except AdapterUnavailable as exc:
+            if n == under_test:
+                raise UsageError(str(exc)) from None
+            console.print(f"[bold yellow]skipped {n}: {exc.reason}[/]", highlight=False)
+            continue
+        except Exception as exc:  # a plugin's constructor may raise anything
+            if n == under_test:
+                raise UsageError(f"{n}: cannot be set up: {type(exc).__name__}: {exc}") from None
+            console.print(f"[bold yellow]skipped {n}: cannot be set up: {type(exc).__name__}: {exc}[/]",
+                          highlight=False)
+            continue
+        adapters[n] = adapter
+    return adapters
+
+
 def cmd_run(args) -> int:
     from rich.console import Console
 
+    from vdbbench.adapters.registry import OURS, index_names
     from vdbbench.bench import results
-    from vdbbench.adapters.registry import OURS, adapter_class, index_names
 
     console = Console(stderr=True)
     names = [args.index] + [n for n in _names(args.compare) if n != args.index]
@@ -225,20 +260,8 @@ def cmd_run(args) -> int:
         )
     if args.nlist is not None and args.nlist > ds.n:
         raise UsageError(f"--nlist {args.nlist} exceeds the {ds.n:,} vectors of {ds.name}")
-    classes = {n: adapter_class(n) for n in names}
-    for n, cls in classes.items():
-        if not cls.supports(ds.metric):
-            raise UsageError(
-                f"index {n!r} does not support the metric {ds.metric!r} of dataset {ds.name}; "
-                f"it supports {', '.join(cls.metrics)}"
-            )
-    adapters = {}
-    for n, cls in classes.items():
-        try:
-            adapters[n] = cls(ds.dim, ds.n, ds.metric, config.options)
-            adapters[n].param_space()  # validates explicit lists against this index (nprobe <= nlist...)
-        except ValueError as exc:
-            raise UsageError(f"{n}: {exc}") from None
+    adapters = _adapters(names, args.index, ds, config.options, console)
+    names = list(adapters)
 
     from vdbbench.bench.plot import plot_results
     from vdbbench.bench.report import RichReporter, bandwidth_markdown, headline_markdown, headline_table
@@ -249,24 +272,39 @@ def cmd_run(args) -> int:
         f"{ds.metric}); target recall@10 >= {config.target:g}; threads {','.join(map(str, config.threads))}; "
         f"modes {','.join(config.modes)} -> {out}"
     )
-    runs = []
+    runs, used, failed = [], {}, {}
     with RichReporter(console) as reporter:
         for n, adapter in adapters.items():
             # a --baseline's headline points belong to the index under test, not to its peers
             cfg = config if n == args.index else replace(config, extra_points=())
-            r = run_index(adapter, ds, cfg, out, reporter, resume=args.resume, keep_index=len(adapters) > 1)
+            try:
+                r = run_index(adapter, ds, cfg, out, reporter, resume=args.resume, keep_index=len(adapters) > 1)
+            except Exception as exc:  # one broken index (a plugin's build or search) never ends the run
+                failed[n] = f"{type(exc).__name__}: {exc}"
+                reporter.done(n, f"[red]failed: {failed[n]}[/]")
+                continue
             best = [h for h in r["headline"] if h["qps"] is not None]
             reporter.done(n, f"done: {len(r['points'])} points; best {max(h['qps'] for h in best):,.0f} QPS"
                           if best else f"done: {len(r['points'])} points; target missed")
             runs.append(r)
+            used[n] = adapter
         if len(runs) > 1:
             from vdbbench.bench.paired import confirm_headlines
 
-            paired = confirm_headlines(list(zip(adapters.values(), runs)), ds, config, reporter)
+            try:
+                paired = confirm_headlines([(used[r["index"]["name"]], r) for r in runs], ds, config, reporter)
+            except Exception as exc:  # a plugin that failed only now: keep the sweep's own figures
+                console.print(f"[bold yellow]paired re-timing skipped: {type(exc).__name__}: {exc}[/]")
+                paired = []
             for r in runs:
                 r["run"]["paired_with"] = paired if r["index"]["name"] in paired else []
                 results.write_json(out / f"{r['index']['name']}.json", r)
 
+    for n, why in failed.items():
+        console.print(f"[bold red]{n} failed and was skipped: {why}[/]", highlight=False)
+    if not runs:
+        print(f"vdbbench run: no index could be measured ({', '.join(failed)})", file=sys.stderr)
+        return 1
     plot_results(runs, out / "pareto.png", config.target)
     (out / "table.md").write_text(headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs))
     wide = Console(width=None if sys.stdout.isatty() else 160)  # piped: do not squeeze to 80 columns
@@ -278,12 +316,16 @@ def cmd_run(args) -> int:
     if len(runs) > 1:
         console.print("ratios: from an interleaved re-timing of the headline points (qps_paired), "
                       "so both sides of each ratio saw the same machine load")
-    console.print(f"results: {', '.join(str(out / (n + '.json')) for n in names)}; plot: {out / 'pareto.png'}")
+    console.print(f"results: {', '.join(str(out / (r['index']['name'] + '.json')) for r in runs)}; "
+                  f"plot: {out / 'pareto.png'}")
 
-    missed = [h for h in runs[0]["headline"] if h["qps"] is None]
-    for r in runs[1:]:
-        if not results.target_met(r):
+    for r in runs:
+        if r["index"]["name"] != args.index and not results.target_met(r):
             console.print(f"[yellow]note: peer {r['index']['name']} misses recall10 >= {config.target:g} in some mode/threads[/]")
+    if args.index in failed:
+        print(f"vdbbench run: {args.index} failed: {failed[args.index]}", file=sys.stderr)
+        return 1
+    missed = [h for h in runs[0]["headline"] if h["qps"] is None]
     if missed:
         where = ", ".join(f"{h['mode']} @ {h['threads']}t" for h in missed)
         print(f"vdbbench run: {args.index} reached no recall10 >= {config.target:g} ({where}); "

@@ -26,10 +26,7 @@ def confirm_headlines(entries, dataset, config, reporter) -> list[str]:
     touched: set[str] = set()
     for mode in config.modes:
         for threads in config.threads:
-            heads = [
-                (a, r, headline_entry(r, mode, threads)) for a, r in entries
-                if getattr(a, "index", None) is not None
-            ]
+            heads = [(a, r, headline_entry(r, mode, threads)) for a, r in entries]
             heads = [(a, r, h) for a, r, h in heads if h is not None]
             if len(heads) < 2:
                 continue

@@ -62,10 +62,14 @@ class NullReporter:
         pass
 
 
-def _measure_bytes(adapter: Adapter) -> int:
+def _measure_bytes(adapter: Adapter) -> int | None:
+    """The saved index's size, or None for an adapter that cannot save and did not say."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "index")
-        adapter.save(path)
+        try:
+            adapter.save(path)
+        except NotImplementedError:
+            return None
         return os.path.getsize(path)
 
 
@@ -234,7 +238,7 @@ def run_index(
             # --queries N measures the first N queries only; the hash identifies the full set
             "nq_total": int(dataset.extra.get("queries_total", dataset.nq)),
         },
-        "index": {"name": adapter.name, "params": adapter.build_params()},
+        "index": {"name": adapter.name, "params": adapter.build_params(), "source": _source(adapter)},
         "machine": {**results.machine_info(_simd(adapter), adapter.versions()),
                     "read_gbps_1t": round(read_gbps_once(), 2)},
         "build": {"train_s": build.train_s, "add_s": build.add_s, "bytes": build.bytes, "cached": build.cached},
@@ -285,6 +289,14 @@ def _simd(adapter: Adapter) -> str | None:
 
         return engine_simd_level()
     return None
+
+
+def _source(adapter: Adapter) -> str | None:
+    """Where the adapter comes from: "built-in", or "plugin <package> <version>"."""
+    from vdbbench.adapters.registry import entries
+
+    entry = entries().get(adapter.name)
+    return entry.source if entry is not None else None
 
 
 def _version() -> str:
