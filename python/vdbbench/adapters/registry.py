@@ -27,7 +27,7 @@ FAISS_PEERS = (
     "faiss-hnsw",
 )
 #: Peers from other libraries, installed with the optional extra `pip install 'vdbbench[peers]'`.
-EXTRA_PEERS: tuple[str, ...] = ()
+EXTRA_PEERS = ("hnswlib", "scann", "usearch")
 PEERS = FAISS_PEERS + EXTRA_PEERS
 
 _FAISS_CLASSES = {
@@ -42,6 +42,9 @@ BUILTIN: dict[str, str] = {
     "ivf": "vdbbench.bench.ours:IvfAdapter",
     "flat": "vdbbench.bench.ours:FlatAdapter",
     **{name: f"vdbbench.peers.faiss_peers:{cls}" for name, cls in _FAISS_CLASSES.items()},
+    "hnswlib": "vdbbench.peers.hnswlib_peer:HnswlibAdapter",
+    "scann": "vdbbench.peers.scann_peer:ScannAdapter",
+    "usearch": "vdbbench.peers.usearch_peer:UsearchAdapter",
 }
 # What to install when a built-in peer's library is missing.
 _INSTALL_HINT = {name: "pip install 'vdbbench[peers]'" for name in EXTRA_PEERS}

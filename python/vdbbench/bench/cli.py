@@ -8,6 +8,8 @@ from dataclasses import replace
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from vdbbench.common.errors import UsageError
 from vdbbench.common.recall import RECALL_TARGET
 
@@ -48,10 +50,12 @@ def register(subparsers) -> None:
     run.add_argument("--dataset", default="sift-1m", help="dataset name or file; default sift-1m")
     run.add_argument("--compare", default="", help="comma-separated peers to run alongside (e.g. faiss-ivf-flat,faiss-hnsw)")
     run.add_argument("--nlist", type=int, help="IVF lists (ours and faiss IVF peers); default 4*sqrt(n)")
-    run.add_argument("--nprobe", default="auto", help="auto (adaptive) or a list such as 1,2,4,8")
+    run.add_argument("--nprobe", default="auto", help="auto (adaptive) or a list such as 1,2,4,8 "
+                     "(ScaNN: its leaves_to_search)")
     run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 0,4k,8k,16k; "
                      "faiss refine peers use k_factor = rerank/k")
-    run.add_argument("--ef-search", help="efSearch list for faiss-hnsw (default adaptive)")
+    run.add_argument("--ef-search", help="search beam list for faiss-hnsw (efSearch), hnswlib (ef) and usearch "
+                     "(expansion_search); default adaptive")
     run.add_argument("--storage", default="u8+f16", choices=("u8+f16", "f16", "f32"), help="storage of our ivf")
     run.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
     run.add_argument("--mode", default="batch,single", help="batch and/or single (default both)")
@@ -215,13 +219,13 @@ def _adapters(names: list[str], under_test: str, ds, options, console) -> dict:
         except AdapterUnavailable as exc:
             if n == under_test:
                 raise UsageError(str(exc)) from None
-            console.print(f"[bold yellow]skipped {n}: {exc.reason}[/]", highlight=False)
+            console.print(f"[bold yellow]skipped {n}: {escape(exc.reason)}[/]", highlight=False, soft_wrap=True)
             continue
         except Exception as exc:  # a plugin's constructor may raise anything
             if n == under_test:
                 raise UsageError(f"{n}: cannot be set up: {type(exc).__name__}: {exc}") from None
-            console.print(f"[bold yellow]skipped {n}: cannot be set up: {type(exc).__name__}: {exc}[/]",
-                          highlight=False)
+            console.print(f"[bold yellow]skipped {n}: cannot be set up: {type(exc).__name__}: {escape(str(exc))}[/]",
+                          highlight=False, soft_wrap=True)
             continue
         adapters[n] = adapter
     return adapters
@@ -281,7 +285,7 @@ def cmd_run(args) -> int:
                 r = run_index(adapter, ds, cfg, out, reporter, resume=args.resume, keep_index=len(adapters) > 1)
             except Exception as exc:  # one broken index (a plugin's build or search) never ends the run
                 failed[n] = f"{type(exc).__name__}: {exc}"
-                reporter.done(n, f"[red]failed: {failed[n]}[/]")
+                reporter.done(n, f"[red]failed: {escape(failed[n])}[/]")
                 continue
             best = [h for h in r["headline"] if h["qps"] is not None]
             reporter.done(n, f"done: {len(r['points'])} points; best {max(h['qps'] for h in best):,.0f} QPS"
@@ -294,14 +298,14 @@ def cmd_run(args) -> int:
             try:
                 paired = confirm_headlines([(used[r["index"]["name"]], r) for r in runs], ds, config, reporter)
             except Exception as exc:  # a plugin that failed only now: keep the sweep's own figures
-                console.print(f"[bold yellow]paired re-timing skipped: {type(exc).__name__}: {exc}[/]")
+                console.print(f"[bold yellow]paired re-timing skipped: {type(exc).__name__}: {escape(str(exc))}[/]")
                 paired = []
             for r in runs:
                 r["run"]["paired_with"] = paired if r["index"]["name"] in paired else []
                 results.write_json(out / f"{r['index']['name']}.json", r)
 
     for n, why in failed.items():
-        console.print(f"[bold red]{n} failed and was skipped: {why}[/]", highlight=False)
+        console.print(f"[bold red]{n} failed and was skipped: {escape(why)}[/]", highlight=False, soft_wrap=True)
     if not runs:
         print(f"vdbbench run: no index could be measured ({', '.join(failed)})", file=sys.stderr)
         return 1
