@@ -58,7 +58,15 @@ def register(subparsers) -> None:
                      "(expansion_search); default adaptive")
     run.add_argument("--storage", default="u8+f16", choices=("u8+f16", "f16", "f32"), help="storage of our ivf")
     run.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
-    run.add_argument("--mode", default="batch,single", help="batch and/or single (default both)")
+    run.add_argument("--mode", default="batch,single",
+                     help="batch, single and/or concurrent (default batch,single); concurrent: --clients "
+                     "threads each issue one query per call for --duration seconds")
+    run.add_argument("--clients", default="1,4,8,16", help="client counts of --mode concurrent (default 1,4,8,16)")
+    run.add_argument("--duration", type=float, default=2.0,
+                     help="seconds each client count of --mode concurrent runs (default 2)")
+    run.add_argument("--time-points", default="frontier", choices=("frontier", "all"),
+                     help="frontier (default): time only the swept points on or near the recall/QPS front "
+                     "around the target (the others are swept for recall only); all: time every point")
     run.add_argument("--target-recall", type=float, default=RECALL_TARGET,
                      help=f"recall@10 target (default {RECALL_TARGET:g})")
     run.add_argument("--k", type=int, default=10, help="neighbours per query (default 10)")
@@ -149,7 +157,10 @@ def _config(args):
     modes = tuple(m.strip() for m in args.mode.split(",") if m.strip())
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise UsageError(f"--mode expects batch and/or single, got {args.mode!r}")
+        raise UsageError(f"--mode expects batch, single and/or concurrent, got {args.mode!r}")
+    clients = _int_list("--clients", args.clients)
+    if args.duration <= 0:
+        raise UsageError(f"--duration expects seconds > 0, got {args.duration}")
     if args.repeats < 1:
         raise UsageError(f"--repeats expects an integer >= 1, got {args.repeats}")
     if args.single_queries < 1:
@@ -163,7 +174,8 @@ def _config(args):
     return RunConfig(
         target=args.target_recall, threads=threads, modes=modes, repeats=args.repeats,
         single_queries=args.single_queries, use_cache=not args.no_cache, options=_options(args),
-        extra_points=extra, stat=args.stat,
+        extra_points=extra, stat=args.stat, time_points=args.time_points, clients=clients,
+        duration_s=args.duration,
     )
 
 
@@ -309,11 +321,26 @@ def cmd_run(args) -> int:
     if not runs:
         print(f"vdbbench run: no index could be measured ({', '.join(failed)})", file=sys.stderr)
         return 1
-    plot_results(runs, out / "pareto.png", config.target)
-    (out / "table.md").write_text(headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs))
+    plots = []
+    if config.timed_modes:
+        plot_results(runs, out / "pareto.png", config.target)
+        plots.append("pareto.png")
+    table_md = headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs)
+    if "concurrent" in config.modes:
+        from vdbbench.bench.plot import plot_concurrent
+        from vdbbench.bench.report import concurrent_markdown, concurrent_table
+
+        plot_concurrent(runs, out / "concurrent.png")
+        plots.append("concurrent.png")
+        table_md += concurrent_markdown(runs)
     wide = Console(width=None if sys.stdout.isatty() else 160)  # piped: do not squeeze to 80 columns
-    wide.print(headline_table(runs, args.index, config.target,
-                                   title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))
+
+    (out / "table.md").write_text(table_md)
+    if config.timed_modes:
+        wide.print(headline_table(runs, args.index, config.target,
+                                  title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))
+    if "concurrent" in config.modes:
+        wide.print(concurrent_table(runs, title=f"{ds.name}: concurrent clients, one query per call"))
     bw = bandwidth_markdown(runs)
     if bw:
         console.print(bw, markup=False, highlight=False)
@@ -321,7 +348,7 @@ def cmd_run(args) -> int:
         console.print("ratios: from an interleaved re-timing of the headline points (qps_paired), "
                       "so both sides of each ratio saw the same machine load")
     console.print(f"results: {', '.join(str(out / (r['index']['name'] + '.json')) for r in runs)}; "
-                  f"plot: {out / 'pareto.png'}")
+                  f"plots: {', '.join(str(out / p) for p in plots)}")
 
     for r in runs:
         if r["index"]["name"] != args.index and not results.target_met(r):
@@ -330,6 +357,9 @@ def cmd_run(args) -> int:
         print(f"vdbbench run: {args.index} failed: {failed[args.index]}", file=sys.stderr)
         return 1
     missed = [h for h in runs[0]["headline"] if h["qps"] is None]
+    conc = runs[0].get("concurrent") if runs[0]["index"]["name"] == args.index else None
+    if conc is not None and not conc["reaches_target"]:
+        missed.append({"mode": "concurrent", "threads": 1})
     if missed:
         where = ", ".join(f"{h['mode']} @ {h['threads']}t" for h in missed)
         print(f"vdbbench run: {args.index} reached no recall10 >= {config.target:g} ({where}); "
