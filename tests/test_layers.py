@@ -31,7 +31,7 @@ def _imports(folder: str) -> dict[str, set[str]]:
     ("common", ("vdbbench.common",)),
     ("datasets", ("vdbbench.common", "vdbbench.datasets", "vdbbench._rust_vdb", "vdbbench")),
     ("adapters", ("vdbbench.common", "vdbbench.adapters")),
-    ("peers", ("vdbbench.common", "vdbbench.adapters")),
+    ("peers", ("vdbbench.common", "vdbbench.adapters", "vdbbench.peers")),
 ])
 def test_lower_layers_import_only_what_is_below(folder, allowed):
     for name, mods in _imports(folder).items():
