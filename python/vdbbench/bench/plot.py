@@ -88,6 +88,9 @@ def plot_concurrent(runs: list[dict], out: Path, title: str | None = None) -> Pa
         for x, y, c in zip(qps, [lv["p99_ms"] for lv in levels], clients):
             right.annotate(str(c), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7, color=color)
     left.set_xscale("log", base=2)
+    ticks = sorted({lv["clients"] for r in runs for lv in r["concurrent"]["levels"]})
+    left.set_xticks(ticks, [str(t) for t in ticks])
+    left.minorticks_off()
     left.set_xlabel("concurrent clients (one query per call)")
     left.set_ylabel("queries per second")
     left.grid(True, which="both", alpha=0.3)
