@@ -27,9 +27,9 @@ HERE = Path(__file__).resolve().parent
 def child(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from vdbbench.bench.adapters import RunOptions
+    from vdbbench.adapters.interface import RunOptions
     from vdbbench.bench.data import resolve
-    from vdbbench.bench.registry import adapter_class
+    from vdbbench.adapters.registry import adapter_class
 
     ds = resolve(args.dataset)
     base = np.ascontiguousarray(ds.train, dtype=np.float32)

@@ -40,8 +40,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 
-from vdbbench.bench.adapters import train_sample  # noqa: E402
-from vdbbench.bench.metrics import knn_recall  # noqa: E402
+from vdbbench.common import train_sample  # noqa: E402
+from vdbbench.common.recall import knn_recall  # noqa: E402
 from vdbbench.datasets import synth  # noqa: E402
 from vdbbench.datasets.difficulty import hnsw_difficulty, ivf_difficulty, nn_distance_stats, value_stats  # noqa: E402
 from vdbbench.datasets.groundtruth import compute_groundtruth  # noqa: E402

@@ -31,7 +31,7 @@ from rich.table import Table  # noqa: E402
 
 import vdbbench as vb  # noqa: E402
 import vdbbench._rust_vdb as engine  # noqa: E402
-from vdbbench.bench.metrics import knn_recall  # noqa: E402
+from vdbbench.common.recall import knn_recall  # noqa: E402
 from vdbbench.datasets.synth import synth_float, synth_sift  # noqa: E402
 
 K = 10

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from vdbbench.bench.adapters import RunOptions
+from vdbbench.adapters.interface import RunOptions
 from vdbbench.bench.data import resolve
-from vdbbench.bench.metrics import knn_recall
-from vdbbench.bench.registry import adapter_class
+from vdbbench.common.recall import knn_recall
+from vdbbench.adapters.registry import adapter_class
 
 
 def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | None = None) -> bool:

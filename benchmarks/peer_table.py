@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from vdbbench.bench.registry import PEERS
+from vdbbench.adapters.registry import PEERS
 from vdbbench.cli import main as vdbbench_main
 
 HERE = Path(__file__).resolve().parent

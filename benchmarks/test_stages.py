@@ -12,9 +12,10 @@ import pytest
 
 vb = pytest.importorskip("vdbbench._rust_vdb")
 
-from vdbbench.bench.adapters import default_nlist, train_sample  # noqa: E402
+from vdbbench.adapters import train_sample  # noqa: E402
+from vdbbench.common import default_nlist  # noqa: E402
 from vdbbench.datasets import compute_groundtruth  # noqa: E402
-from vdbbench.bench.metrics import knn_recall  # noqa: E402
+from vdbbench.common.recall import knn_recall  # noqa: E402
 from vdbbench.datasets.synth import synth_sift  # noqa: E402
 
 N, NQ, K, NPROBE = 50_000, 500, 10, 16

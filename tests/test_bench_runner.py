@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from vdbbench.bench import results
-from vdbbench.bench.adapters import RunOptions, default_nlist
+from vdbbench.adapters import RunOptions
+from vdbbench.common import default_nlist
 from vdbbench.datasets import compute_groundtruth
-from vdbbench.bench.metrics import knn_recall
-from vdbbench.bench.registry import adapter_class
+from vdbbench.common.recall import knn_recall
+from vdbbench.adapters.registry import adapter_class
 from vdbbench.bench.runner import RunConfig, run_index
 from vdbbench.bench.sweep import adaptive_values
 from vdbbench.datasets.base import Dataset
@@ -103,7 +104,7 @@ def test_peer_index_is_cached_and_reused(small, tmp_path):
     second = run_index(adapter_class("faiss-ivf-sq8")(small.dim, small.n, "l2", opts), small, cfg, tmp_path / "b")
     assert first["build"]["cached"] is False and second["build"]["cached"] is True
     assert second["build"]["train_s"] == first["build"]["train_s"]  # recorded figures reused
-    assert [p["recall10"] for p in second["points"]] == [p["recall10"] for p in first["points"]]
+    assert [p["recall10"] for p in second["swept"]] == [p["recall10"] for p in first["swept"]]
     cached = list((tmp_path / "data" / "indexes").glob("faiss-ivf-sq8-*.index"))
     assert len(cached) == 1
     # another configuration is another entry
@@ -137,7 +138,7 @@ def test_hnsw_and_refine_peers_reach_target(small, tmp_path):
         r = run_index(adapter_class(name)(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
         assert results.target_met(r), name
     refine = json.loads((tmp_path / "faiss-ivf-sq8-refine.json").read_text())
-    assert {p["params"]["k_factor"] for p in refine["points"]} == {1, 4, 8, 16}  # the default sweep (0, 4k, 8k, 16k) as k_factors
+    assert {p["params"]["k_factor"] for p in refine["swept"]} == {1, 4, 8, 16}  # the default sweep (0, 4k, 8k, 16k) as k_factors
 
 
 def test_unsupported_metric_and_missing_ground_truth_are_refused(small, tmp_path):
@@ -163,7 +164,7 @@ def test_ours_ivf_reports_stage_breakdown(small, tmp_path):
     cfg = _cfg(modes=("batch",))
     r = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
     assert results.target_met(r)
-    assert {p["params"]["rerank"] for p in r["points"]} == {0, 40, 80, 160}
+    assert {p["params"]["rerank"] for p in r["swept"]} == {0, 40, 80, 160}
     assert all(isinstance(p.get("stages"), dict) and p["stages"]["nq"] == small.nq for p in r["points"])
     assert r["build"]["bytes"] > 0 and r["build"]["cached"] is False
 

@@ -76,10 +76,10 @@ def test_missed_target_still_writes_files_and_exits_1(tmp_path, capsys):
     [
         (["--index", "faiss-ivf-flat", "--threads", "0"], "--threads expects integers >= 1, got '0'"),
         (["--index", "annoy"], "unknown index 'annoy'; valid: ivf, flat, faiss-ivf-flat"),
-        (["--index", "faiss-ivf-flat", "--mode", "fast"], "--mode expects batch and/or single"),
+        (["--index", "faiss-ivf-flat", "--mode", "fast"], "--mode expects batch, single and/or concurrent"),
         (["--index", "faiss-ivf-flat", "--nprobe", "1,x"], "--nprobe expects comma-separated integers"),
         (["--index", "faiss-ivf-flat", "--nprobe", "100000"], "nprobe 100000 is outside 1..nlist=283"),
-        (["--index", "faiss-ivf-sq8-refine", "--rerank", "5"], "--rerank values must be 0 or >= k=10"),
+        (["--index", "faiss-ivf-sq8-refine", "--rerank", "5"], "--rerank 5 must be 0 (u8 results alone) or >= k=10"),
         (["--index", "faiss-ivf-flat", "--target-recall", "1.5"], "--target-recall expects a value in (0, 1]"),
     ],
 )

@@ -8,7 +8,7 @@ import pytest
 rv = pytest.importorskip("vdbbench._rust_vdb")
 
 import vdbbench as vb  # noqa: E402
-from vdbbench.bench.metrics import knn_recall, metric_distances  # noqa: E402
+from vdbbench.common.recall import knn_recall, metric_distances  # noqa: E402
 from vdbbench.datasets.synth import synth_float, synth_sift  # noqa: E402
 
 METRICS = ("l2", "ip", "cosine")

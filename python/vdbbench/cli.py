@@ -6,6 +6,10 @@ import argparse
 import sys
 from importlib import import_module
 
+# The area CLIs import UsageError from here; it lives on the floor (vdbbench.common), so
+# lower layers can raise it without importing the command line.
+from vdbbench.common.errors import UsageError
+
 # Each module named here exposes `register(subparsers)`; the handler it sets with
 # `set_defaults(func=...)` returns the process exit code (0 ok, 1 target missed, 2 bad usage).
 _AREAS = (
@@ -14,10 +18,6 @@ _AREAS = (
     "vdbbench.agent.cli",
     "vdbbench.pages.cli",
 )
-
-
-class UsageError(Exception):
-    """Bad usage that argparse cannot see (unknown index name, unwritable directory...): exit 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ import oldvdb._rust_vdb as old
 import vdbbench._rust_vdb as new
 from vdbbench.datasets.loader import resolve
 from vdbbench.datasets.groundtruth import ensure_groundtruth
-from vdbbench.bench.metrics import knn_recall
+from vdbbench.common.recall import knn_recall
 name = sys.argv[1] if len(sys.argv) > 1 else "synth-sift-100k"
 ds, gtdir = resolve(name); ds = ensure_groundtruth(ds, gtdir, progress=False)
 base, q = ds.train, np.ascontiguousarray(ds.test[:1000])

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from vdbbench.bench import cache, results
-from vdbbench.bench.adapters import RunOptions
+from vdbbench.adapters.interface import RunOptions
 from vdbbench.bench.ours import IvfAdapter
 from vdbbench.bench.timing import time_single
 from vdbbench.datasets.loader import resolve

@@ -11,7 +11,8 @@ import sys, time
 import numpy as np
 import vdbbench as vb
 from vdbbench.datasets.loader import resolve
-from vdbbench.bench.adapters import default_nlist, train_sample
+from vdbbench.adapters import train_sample
+from vdbbench.common import default_nlist
 from vdbbench.bench.timing import time_single
 
 

@@ -8,7 +8,7 @@ import sys, time, os, numpy as np
 import vdbbench as vb
 from vdbbench.datasets.loader import resolve
 from vdbbench.datasets.groundtruth import ensure_groundtruth
-from vdbbench.bench.metrics import knn_recall
+from vdbbench.common.recall import knn_recall
 def opt(name, default):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 dsname, nqmax = opt("--dataset", "synth-sift-100k"), int(opt("--queries", 0))

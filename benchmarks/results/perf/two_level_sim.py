@@ -13,7 +13,7 @@ import faiss, numpy as np, sys
 from vdbbench.datasets.loader import resolve
 from vdbbench.datasets.registry import data_dir
 from vdbbench.datasets.groundtruth import ensure_groundtruth
-from vdbbench.bench.metrics import knn_recall
+from vdbbench.common.recall import knn_recall
 name, idxfile, nprobes = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split(",")]
 ds, gtdir = resolve(name); ds = ensure_groundtruth(ds, gtdir, progress=False)
 base = np.ascontiguousarray(ds.train, dtype=np.float32)

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from vdbbench.common.recall import RECALL_TARGET
+
 # (rule, severity, pattern on an added line with comments stripped, what it means)
 # "flag" findings make the verdict "flagged"; "note" findings are recorded but do not.
 _RULES: tuple[tuple[str, str, re.Pattern[str], str], ...] = tuple(
@@ -183,7 +185,7 @@ def verdict(
     fresh_eval: Mapping[str, Any] | None,
     accepted_eval: Mapping[str, Any],
     tolerance: float = 0.25,
-    recall_floor: float = 0.95,
+    recall_floor: float = RECALL_TARGET,
     best_before_qps: float | None = None,
     jump_factor: float | None = None,
 ) -> AuditResult:

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from vdbbench.cli import UsageError
+from vdbbench.common.errors import UsageError
 
 
 def register(subparsers) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from vdbbench.agent import harness_worker
 from vdbbench.agent.task import TaskCard
-from vdbbench.bench.metrics import id_recall, knn_recall
+from vdbbench.common.recall import id_recall, knn_recall
 
 WORKER = Path(harness_worker.__file__).resolve()
 
@@ -31,7 +31,7 @@ WORKER = Path(harness_worker.__file__).resolve()
 class Split:
     queries: np.ndarray
     gt_ids: np.ndarray
-    gt_dist: np.ndarray  # natural units (Euclidean for l2), as vdbbench.bench.metrics expects
+    gt_dist: np.ndarray  # natural units (Euclidean for l2), as vdbbench.common.recall expects
 
 
 @dataclass

@@ -460,7 +460,7 @@ def _resolve(run: str, runs_dir: str) -> Path:
 
 
 def _cmd_report(args) -> int:
-    from vdbbench.cli import UsageError
+    from vdbbench.common.errors import UsageError
 
     try:
         run = _resolve(args.run, args.runs_dir)
@@ -500,7 +500,7 @@ def write_json(events: Sequence[Mapping[str, Any]], path: Path) -> None:
 
 
 def _cmd_compare(args) -> int:
-    from vdbbench.cli import UsageError
+    from vdbbench.common.errors import UsageError
 
     try:
         rows = compare_runs([_resolve(r, args.runs_dir) for r in args.runs], args.output, log=_scale(args),

@@ -12,6 +12,8 @@ else:  # Python 3.10: the same parser from PyPI
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from vdbbench.common.recall import RECALL_TARGET
+
 # Never editable by the model, whatever the card's globs say.
 FORBIDDEN_NAMES = ("Cargo.toml", "Cargo.lock", "build.rs", "pyproject.toml", ".cargo")
 
@@ -76,7 +78,7 @@ class Objective:
     mode: str = "batch"
     threads: int = 1
     k: int = 10
-    recall_floor: float = 0.95
+    recall_floor: float = RECALL_TARGET
     margin: float = 0.03
     repeats: int = 5
     dev_repeats: int = 3

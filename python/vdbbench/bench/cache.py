@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from vdbbench.bench.adapters import Adapter, BuildInfo
+from vdbbench.adapters.interface import Adapter, BuildInfo
 
 
 def data_dir() -> Path:

@@ -8,7 +8,10 @@ from dataclasses import replace
 import sys
 from pathlib import Path
 
-from vdbbench.cli import UsageError
+from rich.markup import escape
+
+from vdbbench.common.errors import UsageError
+from vdbbench.common.recall import RECALL_TARGET
 
 # faiss (OpenMP) shares the process with our rayon pool during a run: its threads must wait
 # passively or they spin on a core after each call. This has to be set before faiss is first
@@ -33,7 +36,7 @@ def _names(text: str | None) -> list[str]:
 
 def register(subparsers) -> None:
     """Add this area's subcommands to the `vdbbench` parser."""
-    from vdbbench.bench.registry import INDEX_NAMES
+    from vdbbench.adapters.registry import index_names
 
     run = subparsers.add_parser(
         "run",
@@ -43,18 +46,29 @@ def register(subparsers) -> None:
         "and a headline table. Exit 0: target reached; 1: target missed (files still written); "
         "2: bad usage.",
     )
-    run.add_argument("--index", default="ivf", help=f"index under test ({', '.join(INDEX_NAMES)}); default ivf")
+    run.add_argument("--index", default="ivf", help=f"index under test ({', '.join(index_names())}); default ivf")
     run.add_argument("--dataset", default="sift-1m", help="dataset name or file; default sift-1m")
     run.add_argument("--compare", default="", help="comma-separated peers to run alongside (e.g. faiss-ivf-flat,faiss-hnsw)")
     run.add_argument("--nlist", type=int, help="IVF lists (ours and faiss IVF peers); default 4*sqrt(n)")
-    run.add_argument("--nprobe", default="auto", help="auto (adaptive) or a list such as 1,2,4,8")
+    run.add_argument("--nprobe", default="auto", help="auto (adaptive) or a list such as 1,2,4,8 "
+                     "(ScaNN: its leaves_to_search)")
     run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 0,4k,8k,16k; "
                      "faiss refine peers use k_factor = rerank/k")
-    run.add_argument("--ef-search", help="efSearch list for faiss-hnsw (default adaptive)")
+    run.add_argument("--ef-search", help="search beam list for faiss-hnsw (efSearch), hnswlib (ef) and usearch "
+                     "(expansion_search); default adaptive")
     run.add_argument("--storage", default="u8+f16", choices=("u8+f16", "f16", "f32"), help="storage of our ivf")
     run.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
-    run.add_argument("--mode", default="batch,single", help="batch and/or single (default both)")
-    run.add_argument("--target-recall", type=float, default=0.95, help="recall@10 target (default 0.95)")
+    run.add_argument("--mode", default="batch,single",
+                     help="batch, single and/or concurrent (default batch,single); concurrent: --clients "
+                     "threads each issue one query per call for --duration seconds")
+    run.add_argument("--clients", default="1,4,8,16", help="client counts of --mode concurrent (default 1,4,8,16)")
+    run.add_argument("--duration", type=float, default=2.0,
+                     help="seconds each client count of --mode concurrent runs (default 2)")
+    run.add_argument("--time-points", default="frontier", choices=("frontier", "all"),
+                     help="frontier (default): time only the swept points on or near the recall/QPS front "
+                     "around the target (the others are swept for recall only); all: time every point")
+    run.add_argument("--target-recall", type=float, default=RECALL_TARGET,
+                     help=f"recall@10 target (default {RECALL_TARGET:g})")
     run.add_argument("--k", type=int, default=10, help="neighbours per query (default 10)")
     run.add_argument("--out", help="output directory (default ./vdbbench-results/<timestamp>)")
     run.add_argument("--repeats", type=int, default=3, help="timed batch repeats after one warm-up; median kept (default 3)")
@@ -88,7 +102,8 @@ def register(subparsers) -> None:
     )
     gate.add_argument("result", help="result JSON of the index under test")
     gate.add_argument("--baseline", required=True, help="baseline result JSON (its peer results beside it)")
-    gate.add_argument("--min-recall", type=float, default=0.95)
+    gate.add_argument("--min-recall", type=float, default=RECALL_TARGET,
+                      help=f"recall@10 floor at the baseline's headline parameters (default {RECALL_TARGET:g})")
     gate.add_argument("--max-qps-drop", type=float, default=0.10, help="allowed relative drop of the QPS ratio")
     gate.add_argument("--peer", help="peer whose result sits next to RESULT and BASELINE (e.g. faiss-ivf-flat)")
     gate.set_defaults(func=cmd_gate)
@@ -120,7 +135,7 @@ def _check_writable(out: Path) -> None:
 
 
 def _options(args):
-    from vdbbench.bench.adapters import RunOptions
+    from vdbbench.adapters.interface import RunOptions
 
     if args.k < 1:
         raise UsageError(f"--k expects an integer >= 1, got {args.k}")
@@ -128,10 +143,11 @@ def _options(args):
         raise UsageError(f"--nlist expects an integer >= 1, got {args.nlist}")
     nprobe = None if args.nprobe.strip().lower() == "auto" else _int_list("--nprobe", args.nprobe)
     rerank = _int_list("--rerank", args.rerank, allow_zero=True) if args.rerank else None
-    if rerank and any(0 < r < args.k for r in rerank):
-        raise UsageError(f"--rerank values must be 0 or >= k={args.k}, got {args.rerank!r}")
     ef = _int_list("--ef-search", args.ef_search) if args.ef_search else None
-    return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, storage=args.storage, ef_search=ef)
+    try:
+        return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, storage=args.storage, ef_search=ef)
+    except ValueError as exc:  # the rerank rule (0 or >= k), checked once for every index
+        raise UsageError(f"--{exc}") from None
 
 
 def _config(args):
@@ -141,7 +157,10 @@ def _config(args):
     modes = tuple(m.strip() for m in args.mode.split(",") if m.strip())
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
-        raise UsageError(f"--mode expects batch and/or single, got {args.mode!r}")
+        raise UsageError(f"--mode expects batch, single and/or concurrent, got {args.mode!r}")
+    clients = _int_list("--clients", args.clients)
+    if args.duration <= 0:
+        raise UsageError(f"--duration expects seconds > 0, got {args.duration}")
     if args.repeats < 1:
         raise UsageError(f"--repeats expects an integer >= 1, got {args.repeats}")
     if args.single_queries < 1:
@@ -155,7 +174,8 @@ def _config(args):
     return RunConfig(
         target=args.target_recall, threads=threads, modes=modes, repeats=args.repeats,
         single_queries=args.single_queries, use_cache=not args.no_cache, options=_options(args),
-        extra_points=extra, stat=args.stat,
+        extra_points=extra, stat=args.stat, time_points=args.time_points, clients=clients,
+        duration_s=args.duration,
     )
 
 
@@ -188,17 +208,53 @@ def _subset_queries(ds, nq: int):
     )
 
 
+def _adapters(names: list[str], under_test: str, ds, options, console) -> dict:
+    """Construct each named adapter. The index under test must load (else UsageError); a peer
+    that cannot (library missing, plugin broken) is reported by name and left out of the run."""
+    from vdbbench.adapters.registry import AdapterUnavailable, adapter_class
+
+    adapters = {}
+    for n in names:
+        try:
+            cls = adapter_class(n)
+            if not cls.supports(ds.metric):
+                raise UsageError(
+                    f"index {n!r} does not support the metric {ds.metric!r} of dataset {ds.name}; "
+                    f"it supports {', '.join(cls.metrics)}"
+                )
+            adapter = cls(ds.dim, ds.n, ds.metric, options)
+            adapter.param_space()  # validates explicit lists against this index (nprobe <= nlist...)
+        except (UsageError, KeyError):
+            raise
+        except ValueError as exc:
+            raise UsageError(f"{n}: {exc}") from None
+        except AdapterUnavailable as exc:
+            if n == under_test:
+                raise UsageError(str(exc)) from None
+            console.print(f"[bold yellow]skipped {n}: {escape(exc.reason)}[/]", highlight=False, soft_wrap=True)
+            continue
+        except Exception as exc:  # a plugin's constructor may raise anything
+            if n == under_test:
+                raise UsageError(f"{n}: cannot be set up: {type(exc).__name__}: {exc}") from None
+            console.print(f"[bold yellow]skipped {n}: cannot be set up: {type(exc).__name__}: {escape(str(exc))}[/]",
+                          highlight=False, soft_wrap=True)
+            continue
+        adapters[n] = adapter
+    return adapters
+
+
 def cmd_run(args) -> int:
     from rich.console import Console
 
+    from vdbbench.adapters.registry import OURS, index_names
     from vdbbench.bench import results
-    from vdbbench.bench.registry import INDEX_NAMES, OURS, adapter_class
 
     console = Console(stderr=True)
     names = [args.index] + [n for n in _names(args.compare) if n != args.index]
-    unknown = [n for n in names if n not in INDEX_NAMES]
+    known = index_names()
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"unknown index {unknown[0]!r}; valid: {', '.join(INDEX_NAMES)}")
+        raise UsageError(f"unknown index {unknown[0]!r}; valid: {', '.join(known)}")
     config = _config(args)
     if any(n in OURS for n in names):
         from vdbbench.bench.ours import check_engine
@@ -220,20 +276,8 @@ def cmd_run(args) -> int:
         )
     if args.nlist is not None and args.nlist > ds.n:
         raise UsageError(f"--nlist {args.nlist} exceeds the {ds.n:,} vectors of {ds.name}")
-    classes = {n: adapter_class(n) for n in names}
-    for n, cls in classes.items():
-        if not cls.supports(ds.metric):
-            raise UsageError(
-                f"index {n!r} does not support the metric {ds.metric!r} of dataset {ds.name}; "
-                f"it supports {', '.join(cls.metrics)}"
-            )
-    adapters = {}
-    for n, cls in classes.items():
-        try:
-            adapters[n] = cls(ds.dim, ds.n, ds.metric, config.options)
-            adapters[n].param_space()  # validates explicit lists against this index (nprobe <= nlist...)
-        except ValueError as exc:
-            raise UsageError(f"{n}: {exc}") from None
+    adapters = _adapters(names, args.index, ds, config.options, console)
+    names = list(adapters)
 
     from vdbbench.bench.plot import plot_results
     from vdbbench.bench.report import RichReporter, bandwidth_markdown, headline_markdown, headline_table
@@ -244,41 +288,78 @@ def cmd_run(args) -> int:
         f"{ds.metric}); target recall@10 >= {config.target:g}; threads {','.join(map(str, config.threads))}; "
         f"modes {','.join(config.modes)} -> {out}"
     )
-    runs = []
+    runs, used, failed = [], {}, {}
     with RichReporter(console) as reporter:
         for n, adapter in adapters.items():
             # a --baseline's headline points belong to the index under test, not to its peers
             cfg = config if n == args.index else replace(config, extra_points=())
-            r = run_index(adapter, ds, cfg, out, reporter, resume=args.resume, keep_index=len(adapters) > 1)
+            try:
+                r = run_index(adapter, ds, cfg, out, reporter, resume=args.resume, keep_index=len(adapters) > 1)
+            except Exception as exc:  # one broken index (a plugin's build or search) never ends the run
+                failed[n] = f"{type(exc).__name__}: {exc}"
+                reporter.done(n, f"[red]failed: {escape(failed[n])}[/]")
+                continue
             best = [h for h in r["headline"] if h["qps"] is not None]
             reporter.done(n, f"done: {len(r['points'])} points; best {max(h['qps'] for h in best):,.0f} QPS"
                           if best else f"done: {len(r['points'])} points; target missed")
             runs.append(r)
+            used[n] = adapter
         if len(runs) > 1:
             from vdbbench.bench.paired import confirm_headlines
 
-            paired = confirm_headlines(list(zip(adapters.values(), runs)), ds, config, reporter)
+            try:
+                paired = confirm_headlines([(used[r["index"]["name"]], r) for r in runs], ds, config, reporter)
+            except Exception as exc:  # a plugin that failed only now: keep the sweep's own figures
+                console.print(f"[bold yellow]paired re-timing skipped: {type(exc).__name__}: {escape(str(exc))}[/]")
+                paired = []
             for r in runs:
                 r["run"]["paired_with"] = paired if r["index"]["name"] in paired else []
                 results.write_json(out / f"{r['index']['name']}.json", r)
 
-    plot_results(runs, out / "pareto.png", config.target)
-    (out / "table.md").write_text(headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs))
+    for n, why in failed.items():
+        console.print(f"[bold red]{n} failed and was skipped: {escape(why)}[/]", highlight=False, soft_wrap=True)
+    if not runs:
+        print(f"vdbbench run: no index could be measured ({', '.join(failed)})", file=sys.stderr)
+        return 1
+    plots = []
+    if config.timed_modes:
+        plot_results(runs, out / "pareto.png", config.target)
+        plots.append("pareto.png")
+    table_md = headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs)
+    if "concurrent" in config.modes:
+        from vdbbench.bench.plot import plot_concurrent
+        from vdbbench.bench.report import concurrent_markdown, concurrent_table
+
+        plot_concurrent(runs, out / "concurrent.png")
+        plots.append("concurrent.png")
+        table_md += concurrent_markdown(runs)
     wide = Console(width=None if sys.stdout.isatty() else 160)  # piped: do not squeeze to 80 columns
-    wide.print(headline_table(runs, args.index, config.target,
-                                   title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))
+
+    (out / "table.md").write_text(table_md)
+    if config.timed_modes:
+        wide.print(headline_table(runs, args.index, config.target,
+                                  title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))
+    if "concurrent" in config.modes:
+        wide.print(concurrent_table(runs, title=f"{ds.name}: concurrent clients, one query per call"))
     bw = bandwidth_markdown(runs)
     if bw:
         console.print(bw, markup=False, highlight=False)
     if len(runs) > 1:
         console.print("ratios: from an interleaved re-timing of the headline points (qps_paired), "
                       "so both sides of each ratio saw the same machine load")
-    console.print(f"results: {', '.join(str(out / (n + '.json')) for n in names)}; plot: {out / 'pareto.png'}")
+    console.print(f"results: {', '.join(str(out / (r['index']['name'] + '.json')) for r in runs)}; "
+                  f"plots: {', '.join(str(out / p) for p in plots)}")
 
-    missed = [h for h in runs[0]["headline"] if h["qps"] is None]
-    for r in runs[1:]:
-        if not results.target_met(r):
+    for r in runs:
+        if r["index"]["name"] != args.index and not results.target_met(r):
             console.print(f"[yellow]note: peer {r['index']['name']} misses recall10 >= {config.target:g} in some mode/threads[/]")
+    if args.index in failed:
+        print(f"vdbbench run: {args.index} failed: {failed[args.index]}", file=sys.stderr)
+        return 1
+    missed = [h for h in runs[0]["headline"] if h["qps"] is None]
+    conc = runs[0].get("concurrent") if runs[0]["index"]["name"] == args.index else None
+    if conc is not None and not conc["reaches_target"]:
+        missed.append({"mode": "concurrent", "threads": 1})
     if missed:
         where = ", ".join(f"{h['mode']} @ {h['threads']}t" for h in missed)
         print(f"vdbbench run: {args.index} reached no recall10 >= {config.target:g} ({where}); "

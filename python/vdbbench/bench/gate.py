@@ -6,6 +6,7 @@ from pathlib import Path
 
 from vdbbench.bench.report import fmt_params, paired_ratio
 from vdbbench.bench.results import headline_entry, load_result
+from vdbbench.common.recall import RECALL_TARGET
 
 
 def _peer_result(result_path: Path, peer: str, what: str) -> dict:
@@ -19,7 +20,7 @@ def _peer_result(result_path: Path, peer: str, what: str) -> dict:
 
 
 def check(
-    result_path, baseline_path, min_recall: float = 0.95, max_qps_drop: float = 0.10, peer: str | None = None
+    result_path, baseline_path, min_recall: float = RECALL_TARGET, max_qps_drop: float = 0.10, peer: str | None = None
 ) -> tuple[list[str], list[str]]:
     """(violations, notes): one line per violated rule, and what was checked and passed.
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time
 
-from vdbbench.bench.adapters import (
-    default_rerank_sweep,
+from vdbbench.adapters.interface import (
     Adapter,
     BuildInfo,
     ParamSpace,
-    default_nlist,
+    default_rerank_sweep,
     ivf_primary,
     train_sample,
 )
+from vdbbench.common import default_nlist
 
 STORAGES = ("u8+f16", "f16", "f32")
 
@@ -64,11 +64,7 @@ class IvfAdapter(Adapter):
         secondary = {}
         if self.options.storage == "u8+f16":
             k = self.options.k
-            rerank = self.options.rerank or default_rerank_sweep(k)
-            bad = [r for r in rerank if 0 < r < k or r < 0]
-            if bad:
-                raise ValueError(f"rerank {bad[0]} must be 0 (u8 results alone) or >= k={k}")
-            secondary["rerank"] = tuple(rerank)
+            secondary["rerank"] = self.options.rerank or default_rerank_sweep(k)
         return ParamSpace("nprobe", start, stop, values, secondary)
 
     def stage_stats(self):

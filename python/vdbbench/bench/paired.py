@@ -24,12 +24,9 @@ def confirm_headlines(entries, dataset, config, reporter) -> list[str]:
     k = config.options.k
     single_q = np.ascontiguousarray(dataset.test[: min(config.single_queries, dataset.nq)])
     touched: set[str] = set()
-    for mode in config.modes:
+    for mode in config.timed_modes:
         for threads in config.threads:
-            heads = [
-                (a, r, headline_entry(r, mode, threads)) for a, r in entries
-                if getattr(a, "index", None) is not None
-            ]
+            heads = [(a, r, headline_entry(r, mode, threads)) for a, r in entries]
             heads = [(a, r, h) for a, r, h in heads if h is not None]
             if len(heads) < 2:
                 continue

@@ -9,6 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from vdbbench.common.recall import RECALL_TARGET  # noqa: E402
+
 
 def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """(recall, qps) pairs no other pair beats on both; sorted by recall."""
@@ -38,7 +40,7 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
     if not runs:
         raise ValueError("nothing to plot: no results given")
     if target is None:
-        target = runs[0].get("run", {}).get("target_recall", 0.95)
+        target = runs[0].get("run", {}).get("target_recall", RECALL_TARGET)
     fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
     colors = plt.get_cmap("tab10").colors
     thread_counts = sorted({p["threads"] for r in runs for p in r["points"]})
@@ -60,6 +62,46 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
     ax.set_title(title or f"{ds['name']}{' (generated)' if ds.get('synthetic') else ''}: n={ds['n']:,}, nq={ds['nq']:,}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def plot_concurrent(runs: list[dict], out: Path, title: str | None = None) -> Path:
+    """Two panels from the results' concurrent levels: QPS against clients, and p50/p99 latency
+    against QPS (each marker one client count)."""
+    runs = [r for r in runs if r.get("concurrent")]
+    if not runs:
+        raise ValueError("nothing to plot: no result has concurrent levels (run with --mode concurrent)")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5), dpi=110)
+    colors = plt.get_cmap("tab10").colors
+    for i, r in enumerate(runs):
+        color, levels = colors[i % len(colors)], r["concurrent"]["levels"]
+        clients = [lv["clients"] for lv in levels]
+        qps = [lv["qps"] for lv in levels]
+        name = r["index"]["name"]
+        left.plot(clients, qps, marker="o", color=color, label=name)
+        right.plot(qps, [lv["p99_ms"] for lv in levels], marker="o", color=color, label=f"{name} p99")
+        right.plot(qps, [lv["p50_ms"] for lv in levels], marker=".", ls=":", color=color, label=f"{name} p50")
+        for x, y, c in zip(qps, [lv["p99_ms"] for lv in levels], clients):
+            right.annotate(str(c), (x, y), textcoords="offset points", xytext=(3, 3), fontsize=7, color=color)
+    left.set_xscale("log", base=2)
+    ticks = sorted({lv["clients"] for r in runs for lv in r["concurrent"]["levels"]})
+    left.set_xticks(ticks, [str(t) for t in ticks])
+    left.minorticks_off()
+    left.set_xlabel("concurrent clients (one query per call)")
+    left.set_ylabel("queries per second")
+    left.grid(True, which="both", alpha=0.3)
+    left.legend(fontsize=8)
+    right.set_yscale("log")
+    right.set_xlabel("queries per second")
+    right.set_ylabel("latency, ms (log; labels: clients)")
+    right.grid(True, which="both", alpha=0.3)
+    right.legend(fontsize=7)
+    ds = runs[0]["dataset"]
+    fig.suptitle(title or f"{ds['name']}: concurrent clients, n={ds['n']:,}")
     fig.tight_layout()
     out = Path(out)
     fig.savefig(out)

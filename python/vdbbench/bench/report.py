@@ -102,6 +102,47 @@ def headline_markdown(runs: list[dict], ours: str | None, target: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def concurrent_rows(runs: list[dict]) -> list[dict]:
+    """One row per index and client count of the concurrent mode (results that have one)."""
+    rows = []
+    for r in runs:
+        c = r.get("concurrent")
+        if not c:
+            continue
+        for level in c["levels"]:
+            rows.append({"index": r["index"]["name"], "params": fmt_params(c["params"]),
+                         "recall10": c["recall10"], **level})
+    return rows
+
+
+_CONC_HEADERS = ["index", "clients", "QPS", "p50 ms", "p99 ms", "p99.9 ms", "recall10", "params"]
+
+
+def _conc_cells(row: dict) -> list[str]:
+    return [row["index"], str(row["clients"]), f"{row['qps']:,.0f}", f"{row['p50_ms']:.3f}",
+            f"{row['p99_ms']:.3f}", f"{row['p999_ms']:.3f}", f"{row['recall10']:.4f}", row["params"]]
+
+
+def concurrent_table(runs: list[dict], title: str = "") -> Table:
+    table = Table(title=title or None, header_style="bold")
+    for i, h in enumerate(_CONC_HEADERS):
+        table.add_column(h, justify="left" if i in (0, 7) else "right")
+    for row in concurrent_rows(runs):
+        table.add_row(*_conc_cells(row))
+    return table
+
+
+def concurrent_markdown(runs: list[dict]) -> str:
+    rows = concurrent_rows(runs)
+    if not rows:
+        return ""
+    c = next(r["concurrent"] for r in runs if r.get("concurrent"))
+    lines = ["", f"Concurrent clients (threads, one query per call, {c['duration_s']:g} s per level):", "",
+             "| " + " | ".join(_CONC_HEADERS) + " |", "|" + "---|" * len(_CONC_HEADERS)]
+    lines += ["| " + " | ".join(_conc_cells(row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
 class RichReporter:
     """Live progress through builds and sweeps: one spinner line per index, points counted."""
 

@@ -11,6 +11,9 @@ import subprocess
 from pathlib import Path
 
 SCHEMA = "vdbbench.result/1"
+# Additions a /1 reader may ignore (docs/result-schema.md): 1 = index.source, swept (points
+# swept for recall, with "timed"), run.time_points, concurrent (client levels). Absent = 0.
+SCHEMA_MINOR = 1
 _REQUIRED = ("schema", "dataset", "index", "machine", "build", "points", "headline")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,19 +13,23 @@ import numpy as np
 
 from vdbbench.bench import cache, results
 from vdbbench.bench.bandwidth import read_gbps_once
-from vdbbench.bench.adapters import Adapter, BuildInfo, RunOptions
-from vdbbench.bench.metrics import id_recall, knn_recall
+from vdbbench.bench.concurrent import DEFAULT_CLIENTS, DEFAULT_DURATION_S, measure_levels
+from vdbbench.bench.frontier import SLACK, select_for_timing
+from vdbbench.adapters.interface import Adapter, BuildInfo, RunOptions
+from vdbbench.common.recall import RECALL_TARGET, id_recall, knn_recall
 from vdbbench.bench.sweep import adaptive_values
 from vdbbench.bench.timing import time_batch, time_single
 
-MODES = ("batch", "single")
+MODES = ("batch", "single", "concurrent")
+TIMED_MODES = ("batch", "single")  # timed per point and thread count; concurrent at one point
+TIME_POINTS = ("frontier", "all")
 
 
 @dataclass
 class RunConfig:
     """How to measure: the same for every index of a run, so their results compare."""
 
-    target: float = 0.95
+    target: float = RECALL_TARGET
     threads: tuple[int, ...] = (1,)
     modes: tuple[str, ...] = ("batch",)
     repeats: int = 3
@@ -37,19 +42,34 @@ class RunConfig:
     # that `vdbbench gate` finds them whatever the sweep visits); ignored when their knobs differ
     extra_points: tuple[dict, ...] = ()
     options: RunOptions = field(default_factory=RunOptions)
+    # "frontier": time only the swept points on or near the recall/QPS front around the target
+    # (see bench.frontier); "all": time every swept point
+    time_points: str = "frontier"
+    clients: tuple[int, ...] = DEFAULT_CLIENTS  # client counts of the concurrent mode
+    duration_s: float = DEFAULT_DURATION_S  # seconds per client count
 
     def __post_init__(self):
         if not self.threads or any(t < 1 for t in self.threads):
             raise ValueError(f"threads must be >= 1, got {list(self.threads)}")
         bad = [m for m in self.modes if m not in MODES]
         if bad or not self.modes:
-            raise ValueError(f"unknown mode {bad[0] if bad else '(none)'}; expected batch and/or single")
+            raise ValueError(f"unknown mode {bad[0] if bad else '(none)'}; expected batch, single and/or concurrent")
         if self.repeats < 1:
             raise ValueError(f"repeats must be >= 1, got {self.repeats}")
         if self.stat not in ("median", "best"):
             raise ValueError(f"stat must be median or best, got {self.stat!r}")
         if not 0.0 < self.target <= 1.0:
             raise ValueError(f"target recall must be in (0, 1], got {self.target}")
+        if self.time_points not in TIME_POINTS:
+            raise ValueError(f"time_points must be frontier or all, got {self.time_points!r}")
+        if not self.clients or any(c < 1 for c in self.clients):
+            raise ValueError(f"clients must be >= 1, got {list(self.clients)}")
+        if self.duration_s <= 0:
+            raise ValueError(f"duration must be > 0 s, got {self.duration_s}")
+
+    @property
+    def timed_modes(self) -> tuple[str, ...]:
+        return tuple(m for m in self.modes if m in TIMED_MODES)
 
 
 class NullReporter:
@@ -62,10 +82,14 @@ class NullReporter:
         pass
 
 
-def _measure_bytes(adapter: Adapter) -> int:
+def _measure_bytes(adapter: Adapter) -> int | None:
+    """The saved index's size, or None for an adapter that cannot save and did not say."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "index")
-        adapter.save(path)
+        try:
+            adapter.save(path)
+        except NotImplementedError:
+            return None
         return os.path.getsize(path)
 
 
@@ -88,7 +112,8 @@ def build_index(adapter: Adapter, dataset, config: RunConfig, reporter) -> Build
 
 
 class _PointEvaluator:
-    """Recall of a parameter set on all queries (one batch search), memoised and resumable."""
+    """Recall of a parameter set on all queries (one batch search), memoised and resumable;
+    that call's QPS is kept as the estimate that picks the points worth timing."""
 
     def __init__(self, adapter, dataset, k, threads, recalls: dict):
         self.adapter, self.ds, self.k, self.threads = adapter, dataset, k, threads
@@ -97,8 +122,11 @@ class _PointEvaluator:
     def __call__(self, params: dict) -> dict:
         key = results.point_key(params)
         if key not in self.recalls:
+            t0 = time.perf_counter()
             ids = np.asarray(self.adapter.search(self.ds.test, self.k, params, self.threads))
+            elapsed = time.perf_counter() - t0
             self.recalls[key] = {
+                "qps_estimate": self.ds.nq / elapsed if elapsed > 0 else None,
                 "recall10": knn_recall(ids, self.ds.train, self.ds.test, self.ds.distances, k=self.k, metric=self.ds.metric),
                 "recall10_ids": id_recall(ids, self.ds.neighbors, k=self.k),
             }
@@ -186,13 +214,22 @@ def run_index(
             param_sets.append(dict(extra))
     results.write_json(partial_path, state)
 
+    swept = [{"params": p, **evaluate(p)} for p in param_sets]
+    if config.time_points == "all" or adapter.param_space().primary_values is not None:
+        # every point, also when the user listed the knob values to measure (--nprobe 1,2,4)
+        to_time = {results.point_key(p) for p in param_sets}
+    else:
+        to_time = select_for_timing(swept, config.target)
+        to_time |= {results.point_key(p) for p in param_sets if p in list(config.extra_points)}
     done = {(results.point_key(p["params"]), p["threads"], p["mode"]) for p in state["points"]}
     nsingle = min(config.single_queries, dataset.nq)
     single_q = np.ascontiguousarray(dataset.test[:nsingle])
     for params in param_sets:
-        rec = evaluate(params)
+        if results.point_key(params) not in to_time:
+            continue
+        rec = {key: v for key, v in evaluate(params).items() if key != "qps_estimate"}
         for threads in config.threads:
-            for mode in config.modes:
+            for mode in config.timed_modes:
                 if (results.point_key(params), threads, mode) in done:
                     continue
                 reporter.phase(adapter.name, f"timing {_fmt(params)} · {mode} @ {threads}t")
@@ -214,8 +251,18 @@ def run_index(
                 results.write_json(partial_path, state)
                 reporter.advance(adapter.name)
 
+    headline = results.compute_headline(
+        state["points"], config.target, config.timed_modes, config.threads, cost_ordered=True
+    )
+    concurrent = None
+    if "concurrent" in config.modes:
+        concurrent = state.get("concurrent") or _measure_concurrent(adapter, dataset, config, swept, headline, reporter)
+        state["concurrent"] = concurrent
+        results.write_json(partial_path, state)
+
     result = {
         "schema": results.SCHEMA,
+        "schema_minor": results.SCHEMA_MINOR,
         "created": results.now_iso(),
         "vdbbench_version": _version(),
         "git": results.git_info(),
@@ -234,7 +281,7 @@ def run_index(
             # --queries N measures the first N queries only; the hash identifies the full set
             "nq_total": int(dataset.extra.get("queries_total", dataset.nq)),
         },
-        "index": {"name": adapter.name, "params": adapter.build_params()},
+        "index": {"name": adapter.name, "params": adapter.build_params(), "source": _source(adapter)},
         "machine": {**results.machine_info(_simd(adapter), adapter.versions()),
                     "read_gbps_1t": round(read_gbps_once(), 2)},
         "build": {"train_s": build.train_s, "add_s": build.add_s, "bytes": build.bytes, "cached": build.cached},
@@ -249,15 +296,61 @@ def run_index(
             "single_queries": nsingle,
             "recall_note": "recall10 of every point is measured on all nq queries with one batch search",
             "primary_knob": adapter.param_space().primary,
+            "time_points": config.time_points,
+            "frontier_slack": SLACK if config.time_points == "frontier" else None,
         },
         "points": state["points"],
-        "headline": results.compute_headline(
-            state["points"], config.target, config.modes, config.threads, cost_ordered=True
-        ),
+        "swept": [
+            {"params": p["params"], "recall10": p["recall10"], "recall10_ids": p["recall10_ids"],
+             "qps_estimate": p.get("qps_estimate"), "timed": results.point_key(p["params"]) in to_time}
+            for p in swept
+        ],
+        "headline": headline,
     }
+    if concurrent is not None:
+        result["concurrent"] = concurrent
     results.write_json(final_path, result)
     partial_path.unlink(missing_ok=True)
     return result
+
+
+def _concurrent_point(swept: list[dict], headline: list[dict], target: float) -> dict | None:
+    """The point the concurrent clients query: the one-query-per-call headline at the fewest
+    threads, else any headline point, else the swept point reaching the target with the best
+    QPS estimate, else the highest-recall one."""
+    heads = [h for h in headline if h["qps"] is not None]
+    heads.sort(key=lambda h: (h["mode"] != "single", h["threads"]))
+    if heads:
+        chosen = heads[0]["params"]
+        return next(p for p in swept if p["params"] == chosen)
+    reach = [p for p in swept if p["recall10"] >= target]
+    if reach:
+        return max(reach, key=lambda p: p.get("qps_estimate") or 0.0)
+    return max(swept, key=lambda p: p["recall10"]) if swept else None
+
+
+def _measure_concurrent(adapter: Adapter, dataset, config: RunConfig, swept, headline, reporter) -> dict | None:
+    point = _concurrent_point(swept, headline, config.target)
+    if point is None:
+        return None
+    params, k = point["params"], config.options.k
+
+    def on_level(clients: int) -> None:
+        reporter.phase(adapter.name, f"concurrent: {clients} client{'s' if clients > 1 else ''} at {_fmt(params)}"
+                                     f" for {config.duration_s:g} s")
+
+    levels = measure_levels(lambda q: adapter.search(q, k, params, 1), dataset.test, config.clients,
+                            config.duration_s, on_level)
+    reporter.advance(adapter.name)
+    return {
+        "params": params,
+        "recall10": point["recall10"],
+        "reaches_target": point["recall10"] >= config.target,
+        "duration_s": config.duration_s,
+        "workers": "threads",
+        "threads_per_call": 1,
+        "levels": levels,
+    }
 
 
 def _finished(path: Path, identity: dict, config: RunConfig) -> dict | None:
@@ -285,6 +378,14 @@ def _simd(adapter: Adapter) -> str | None:
 
         return engine_simd_level()
     return None
+
+
+def _source(adapter: Adapter) -> str | None:
+    """Where the adapter comes from: "built-in", or "plugin <package> <version>"."""
+    from vdbbench.adapters.registry import entries
+
+    entry = entries().get(adapter.name)
+    return entry.source if entry is not None else None
 
 
 def _version() -> str:

@@ -20,7 +20,7 @@ class Dataset:
 
     ``neighbors``/``distances`` hold the exact top-K (K >= 10, usually 100) per query; the
     distances are in the metric's natural units (Euclidean for "l2", 1 - cos for "cosine",
-    -dot for "ip"), as `vdbbench.bench.metrics` expects.
+    -dot for "ip"), as `vdbbench.common.recall` expects.
     """
 
     name: str

@@ -5,7 +5,7 @@ IVF (faiss IndexIVFFlat, k-means on the bench's sample of the base, nlist = 4*sq
 reaches a 10-recall@10 target, as a fraction of nlist. Graph difficulty is the smallest efSearch at which
 faiss HNSW32 (efConstruction 40) reaches it. Both also count the distance evaluations one query
 costs at that setting (faiss' own counters, independent of timing), so the work of the two can be
-compared on a loaded machine. Recall is the shared `vdbbench.bench.metrics.knn_recall` against
+compared on a loaded machine. Recall is the shared `vdbbench.common.recall.knn_recall` against
 exact ground truth.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vdbbench.bench.adapters import train_sample
-from vdbbench.bench.metrics import knn_recall
+from vdbbench.common.ivf import default_nlist, train_sample
+from vdbbench.common.recall import RECALL_TARGET, knn_recall
 from vdbbench.datasets.groundtruth import compute_groundtruth
 
 
@@ -52,14 +52,14 @@ def value_stats(x: np.ndarray) -> dict:
     }
 
 
-def ivf_difficulty(base: np.ndarray, queries: np.ndarray, *, nlist: int | None = None, target: float = 0.95,
+def ivf_difficulty(base: np.ndarray, queries: np.ndarray, *, nlist: int | None = None, target: float = RECALL_TARGET,
                    k: int = 10, gt_distances: np.ndarray | None = None, seed: int = 1234) -> Difficulty:
     """Smallest nprobe for which faiss IVF-Flat reaches ``target`` k-recall@k (binary search)."""
     import faiss
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     n, dim = base.shape
-    nlist = nlist or int(round(4 * np.sqrt(n)))
+    nlist = nlist or default_nlist(n)
     if gt_distances is None:
         _, gt_distances = compute_groundtruth(base, queries, "l2", k=k, backend="faiss")
     t0 = time.perf_counter()

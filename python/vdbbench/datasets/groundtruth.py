@@ -1,6 +1,6 @@
 """Exact top-K ground truth, computed in blocks (engine FlatIndex, else faiss, else numpy) and cached.
 
-Distances are in the metric's natural units, as `vdbbench.bench.metrics` expects: Euclidean
+Distances are in the metric's natural units, as `vdbbench.common.recall` expects: Euclidean
 (not squared) for "l2", 1 - cos for "cosine", -dot for "ip". Candidates come from the fastest
 exact backend available in float32; their distances are then recomputed in float64 with the
 shared `metric_distances` and re-sorted (ties to the smaller id), so the stored figures do not
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vdbbench.bench.metrics import metric_distances
+from vdbbench.common.recall import metric_distances
 from vdbbench.datasets.base import Dataset, DatasetError, check_metric, content_hash
 
 DEFAULT_K = 100

@@ -71,7 +71,7 @@ def by_dataset(runs: Sequence[dict]) -> list[list[dict]]:
 
 def ours_of(runs: Sequence[dict], ours: str | None = None) -> str | None:
     """The index the ratios are taken against: `ours` when given, else our engine when present."""
-    from vdbbench.bench.registry import OURS
+    from vdbbench.adapters.registry import OURS
 
     names = [r["index"]["name"] for r in runs]
     if ours:

@@ -12,16 +12,15 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
-from vdbbench.bench.adapters import (  # noqa: E402
-    default_rerank_sweep,
+from vdbbench.adapters.interface import (  # noqa: E402
     Adapter,
     BuildInfo,
     ParamSpace,
-    default_nlist,
+    default_rerank_sweep,
     ivf_primary,
-    normalize_rows,
     train_sample,
 )
+from vdbbench.common import default_nlist, normalize_rows  # noqa: E402
 
 _FAISS_METRIC = {"l2": faiss.METRIC_L2, "ip": faiss.METRIC_INNER_PRODUCT, "cosine": faiss.METRIC_INNER_PRODUCT}
 

@@ -13,6 +13,11 @@ import numpy as np
 
 METRICS = ("l2", "ip", "cosine")
 EPSILON = 1e-3
+#: The recall@k every area aims at unless told otherwise (benchmark target, gate floor, the
+#: agent's recall floor, the dataset calibration).
+RECALL_TARGET = 0.95
+#: The k of the headline recall (recall@10).
+RECALL_K = 10
 
 
 def metric_distances(metric: str, queries: np.ndarray, vectors: np.ndarray) -> np.ndarray:

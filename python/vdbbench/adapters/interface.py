@@ -1,12 +1,36 @@
-"""The one adapter interface every benchmarked index (ours and the faiss peers) implements."""
+"""The adapter interface every benchmarked index implements: ours, the peers and plugins.
+
+An adapter wraps one index configuration for `vdbbench run`. The runner calls, in order:
+
+1. ``cls.supports(metric)``, then ``cls(dim, n, metric, options)``;
+2. ``param_space()`` (also right after construction, to check the user's explicit knob lists:
+   raise ValueError there and the run stops before anything is built);
+3. ``build(base)`` once (or ``load(path)`` from the cache when ``cacheable``), returning a
+   `BuildInfo` with the seconds it took and the bytes the index holds (its memory);
+4. ``search(queries, k, params, threads)`` many times, ``params`` one point of the space,
+   ``queries`` a C-contiguous float32 (nq, dim) array (nq = 1 for one query per call; calls
+   may come from several threads at once in ``--mode concurrent``);
+5. ``versions()`` for the result's machine section.
+
+Name and version: ``name`` (class attribute) is the name users type after ``--index`` and
+``--compare``; ``versions()`` maps library names to their versions.
+
+A third-party package registers adapters under the entry-point group ``vdbbench.adapters``
+(see `vdbbench.adapters.registry`), e.g. in its pyproject.toml::
+
+    [project.entry-points."vdbbench.adapters"]
+    my-index = "my_package.adapter:MyIndexAdapter"
+"""
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
+
+from vdbbench.common.ivf import check_rerank, train_sample, train_sample_size  # noqa: F401 (re-exported)
 
 
 @dataclass
@@ -50,25 +74,6 @@ def default_rerank_sweep(k: int) -> tuple[int, ...]:
     return (0, 4 * k, 8 * k, 16 * k)
 
 
-def default_nlist(n: int) -> int:
-    """The nlist both our IVF and the faiss IVF peers use unless told otherwise: 4*sqrt(n)."""
-    return max(1, min(n, int(round(4.0 * math.sqrt(n)))))
-
-
-def train_sample_size(n: int, nlist: int) -> int:
-    """Vectors given to k-means: 64 per list (faiss' own guidance is 39..256), at most all n."""
-    return min(n, max(64 * nlist, 10_000))
-
-
-def train_sample(base: np.ndarray, nlist: int, seed: int = 0) -> np.ndarray:
-    """The same seeded random subset of the base vectors, for ours and every faiss peer."""
-    m = train_sample_size(base.shape[0], nlist)
-    if m >= base.shape[0]:
-        return base
-    rows = np.sort(np.random.default_rng(seed).choice(base.shape[0], size=m, replace=False))
-    return np.ascontiguousarray(base[rows])
-
-
 @dataclass
 class RunOptions:
     """What the user asked of the index under test (ignored by adapters that lack the knob)."""
@@ -81,16 +86,24 @@ class RunOptions:
     ef_search: tuple[int, ...] | None = None
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.rerank is not None:
+            self.rerank = check_rerank(self.rerank, self.k)
+
 
 class Adapter(ABC):
     """An index under benchmark. Subclasses are a few lines: build, search, knobs."""
 
-    name: str = ""
-    metrics: tuple[str, ...] = ("l2", "ip", "cosine")
+    #: The name typed after --index / --compare, and the result file's name (<name>.json).
+    name: ClassVar[str] = ""
+    #: The metrics this index supports ("l2", "ip", "cosine").
+    metrics: ClassVar[tuple[str, ...]] = ("l2", "ip", "cosine")
     #: False for indexes that cannot be saved (rebuilt every run); True for cached peers.
-    cacheable: bool = False
+    cacheable: ClassVar[bool] = False
 
-    def __init__(self, dim: int, n: int, metric: str, options: RunOptions):
+    def __init__(self, dim: int, n: int, metric: str, options: RunOptions) -> None:
         self.dim = dim
         self.n = n
         self.metric = metric
@@ -106,11 +119,19 @@ class Adapter(ABC):
 
     @abstractmethod
     def build(self, base: np.ndarray) -> BuildInfo:
-        """Train on a sample of ``base`` and add all of it (ids 0..n-1)."""
+        """Train on a sample of ``base`` and add all of it (ids 0..n-1).
+
+        ``BuildInfo.bytes`` is the memory the index holds; None lets the runner measure the
+        saved file (cacheable adapters) or record it as unknown.
+        """
 
     @abstractmethod
     def search(self, queries: np.ndarray, k: int, params: dict, threads: int) -> np.ndarray:
-        """Ids (nq, k) int64 of the approximate k nearest neighbours, -1 for none."""
+        """Ids (nq, k) int64 of the approximate k nearest neighbours, -1 for none.
+
+        ``threads`` caps the threads this one call may use (1 in concurrent mode, where the
+        parallelism comes from the clients).
+        """
 
     @abstractmethod
     def param_space(self) -> ParamSpace:
@@ -145,9 +166,3 @@ def ivf_primary(options: RunOptions, nlist: int) -> tuple[int, int, tuple[int, .
         if bad:
             raise ValueError(f"nprobe {bad[0]} is outside 1..nlist={nlist}")
     return 1, nlist, options.nprobe
-
-
-def normalize_rows(x: np.ndarray) -> np.ndarray:
-    """Unit-length rows (zero rows stay zero): cosine search as inner product."""
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.ascontiguousarray(x / np.where(norms == 0, 1.0, norms), dtype=np.float32)

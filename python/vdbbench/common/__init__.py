@@ -1,0 +1,28 @@
+"""The floor: definitions several areas share (datasets, bench, peers, agent).
+
+Nothing here imports from the rest of vdbbench, so any area may import it without a cycle:
+
+- `recall`: recall@k as ann-benchmarks defines it, and the target every area defaults to;
+- `ivf`: the IVF defaults ours and the faiss peers share (nlist, the rerank rule, the k-means sample);
+- `vectors`: row normalisation (cosine search as inner product);
+- `errors`: the usage error every CLI area raises for exit code 2.
+"""
+
+from vdbbench.common.errors import UsageError
+from vdbbench.common.ivf import check_rerank, default_nlist, train_sample, train_sample_size
+from vdbbench.common.recall import RECALL_K, RECALL_TARGET, id_recall, knn_recall, metric_distances
+from vdbbench.common.vectors import normalize_rows
+
+__all__ = [
+    "RECALL_K",
+    "RECALL_TARGET",
+    "UsageError",
+    "check_rerank",
+    "default_nlist",
+    "id_recall",
+    "knn_recall",
+    "metric_distances",
+    "normalize_rows",
+    "train_sample",
+    "train_sample_size",
+]
