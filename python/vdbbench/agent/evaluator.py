@@ -49,6 +49,7 @@ class EvalData:
     dev: Split
     heldout: Split
     fresh: Split
+    dataset: dict | None = None  # what was loaded: name, synthetic (a replica stands in), note
 
 
 def make_eval_data(card: TaskCard) -> EvalData:
@@ -63,6 +64,9 @@ def make_eval_data(card: TaskCard) -> EvalData:
     ds = card.dataset
     nq = ds.dev_queries + ds.heldout_queries + ds.fresh_queries
     metric = ds.metric
+    k = max(card.objective.k, 10)
+    known = None  # ground truth that came with the data set, reused when deep enough
+    identity = {"name": ds.name, "synthetic": True, "n": ds.n}
     if ds.generator == "synth_sift":
         base, queries = synth.synth_sift(ds.n, nq, seed=ds.seed, dim=ds.dim)
     elif ds.generator == "synth_float":
@@ -73,14 +77,22 @@ def make_eval_data(card: TaskCard) -> EvalData:
         if queries.shape[0] < nq:
             raise ValueError(f"data set {ds.name} has {queries.shape[0]} queries; the task's splits need {nq}")
         queries = queries[:nq]
-    k = max(card.objective.k, 10)
+        identity = {"name": ds.name, "loaded": loaded.name, "synthetic": bool(loaded.synthetic),
+                    "n": int(base.shape[0]), "sha256": loaded.sha256}
+        if loaded.synthetic:
+            identity["note"] = f"{ds.name} is not available here (offline): its generated replica {loaded.name} was used"
+        if loaded.neighbors is not None and loaded.distances is not None and loaded.neighbors.shape[1] >= k:
+            known = (loaded.neighbors[:nq, :k], loaded.distances[:nq, :k])
     cuts = np.cumsum([ds.dev_queries, ds.heldout_queries])
     splits = []
-    for q in np.split(np.asarray(queries, dtype=np.float32), cuts):
-        q = np.ascontiguousarray(q)
-        ids, dist = compute_groundtruth(base, q, metric, k=k)
+    for rows in np.split(np.arange(nq), cuts):
+        q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32)[rows])
+        if known is not None:
+            ids, dist = np.ascontiguousarray(known[0][rows]), np.ascontiguousarray(known[1][rows])
+        else:
+            ids, dist = compute_groundtruth(base, q, metric, k=k)
         splits.append(Split(q, ids, dist))
-    return EvalData(np.ascontiguousarray(base, dtype=np.float32), metric, *splits)
+    return EvalData(np.ascontiguousarray(base, dtype=np.float32), metric, *splits, dataset=identity)
 
 
 # -- results ---------------------------------------------------------------------------------
@@ -104,6 +116,8 @@ class Metrics:
     later_pass_qps: float | None = None  # ... of the later passes (None when no repeat had two)
     later_recall10: float | None = None  # recall of each slice's last pass (equal to recall10 unless answers drift)
     seconds: float = 0.0  # total timed seconds on `clock`
+    own_qps: float | None = None  # beside a best: this process's own geometric-mean QPS (qps is then
+    # the best's QPS times the paired gain, so that headline figures and gain agree)
 
 
 @dataclass
@@ -117,7 +131,7 @@ class EvalReport:
     split: str
     candidate: Metrics | None
     best: Metrics | None
-    gain: float | None  # exp(mean of per-pair log QPS ratios) - 1: candidate.qps / best.qps - 1
+    gain: float | None  # exp(mean of the per-pair log-ratios) - 1 = candidate.qps / best.qps - 1
     p_value: float | None = None  # kept for old journals; the sequential test states its own levels
     failure: Failure | None = None
     best_failure: Failure | None = None
@@ -129,6 +143,7 @@ class EvalReport:
     fresh: Metrics | None = None  # the candidate on fresh queries, in the same process
     repeat_seconds: float = 0.0
     lock_wait_s: float = 0.0
+    dataset: dict | None = None
 
     def journal_payload(self) -> dict:
         return {
@@ -147,6 +162,7 @@ class EvalReport:
             "repeat_seconds": self.repeat_seconds,
             "batch": self.candidate.batch if self.candidate else None,
             "lock_wait_s": round(self.lock_wait_s, 3),
+            "dataset": self.dataset,
         }
 
 
@@ -370,6 +386,17 @@ def _seed(split: str, r: int) -> int:
     return {"dev": 1, "heldout": 2, "fresh": 3}.get(split, 9) * 1_000_003 + r
 
 
+CHUNK_SECONDS = 0.05  # candidate and best take turns this often within a repeat
+
+def paired_log_ratio(cand_chunks: list, best_chunks: list) -> float:
+    """One pair's ln(candidate QPS / best QPS): the median over the repeat's chunk pairs (each
+    candidate chunk beside the best's chunk of the same round), so a burst of load that hits a
+    few chunks does not move it. Measured with two copies of one build under a busy core, its
+    spread across pairs was 4.7% against 6.5% for the ratio of the repeats' total times."""
+    ratios = [math.log((nc / sc) / (nb / sb)) for (nc, sc), (nb, sb) in zip(cand_chunks, best_chunks)]
+    return float(np.median(ratios))
+
+
 StopRule = Callable[[list[float]], bool]  # per-pair log-ratios so far -> stop now?
 
 
@@ -428,9 +455,13 @@ class Evaluator:
             self._kept = None
 
     def slices(self, split: str) -> list[np.ndarray]:
+        """Row indices of each slice of the split. Dev batches have the held-out batch shape even
+        when the dev split is smaller (its queries then repeat within the one batch)."""
         n = getattr(self.data, split).queries.shape[0]
-        count = max(1, n // self.card.batch_queries)
-        return np.array_split(np.arange(n), count)
+        batch = self.card.batch_queries
+        if split == "dev" and n < batch:
+            return [np.resize(np.arange(n), batch)]
+        return np.array_split(np.arange(n), max(1, n // batch))
 
     def run(self, split: str, candidate: Path, best: Path | None, *, stats: bool = False,
             stop: StopRule | None = None, fresh: bool = False) -> EvalReport:
@@ -473,23 +504,12 @@ class Evaluator:
                 for r in range(0 if failures else max_pairs):
                     sl = slices[r % len(slices)]
                     queries = np.ascontiguousarray(data.queries[sl])
-                    order = list(procs) if r % 2 == 0 else list(reversed(procs))
-                    for name in order:
-                        if name in failures:
-                            continue
-                        p = procs[name]
-                        p.deadline = time.monotonic() + timeout
-                        try:
-                            first, last, passes, st = p.repeat(queries, _seed(split, r), seconds,
-                                                               stats=stats and name == "candidate")
-                        except WorkerDied as exc:
-                            failures[name] = Failure(exc.outcome, f"during search: {exc.text}")
-                            continue
+                    order = [n for n in (list(procs) if r % 2 == 0 else list(reversed(procs))) if n not in failures]
+                    got = self._repeat_pair(procs, order, queries, split, r, seconds, stats, failures)
+                    for name, (first, last, passes, st) in got.items():
                         if r < len(slices):
                             ids[name][sl] = first
-                            last_ids[name][sl] = last
-                        else:
-                            last_ids[name][sl] = last
+                        last_ids[name][sl] = last
                         reps[name].append(_Repeat(r % len(slices), len(sl), passes, obj.clock_kind))
                         if name == "candidate" and st is not None:
                             last_stats = st
@@ -498,7 +518,7 @@ class Evaluator:
                     if failures:
                         break
                     if best is not None:
-                        log_ratios.append(math.log(reps["candidate"][-1].qps / reps["best"][-1].qps))
+                        log_ratios.append(paired_log_ratio(self._chunks["candidate"], self._chunks["best"]))
                     if r + 1 >= min_pairs and r + 1 < max_pairs:
                         if r + 1 >= len(slices) and self._recall(ids["candidate"], covered, data) < obj.recall_floor:
                             stopped = "recall"
@@ -528,6 +548,8 @@ class Evaluator:
         gain = spread = cache = None
         if cand and bst and log_ratios:
             gain = math.exp(float(np.mean(log_ratios))) - 1.0
+            cand.own_qps = cand.qps
+            cand.qps = bst.qps * (1.0 + gain)  # the headline: the best's QPS times the paired gain
             spread = float(np.std(log_ratios, ddof=1)) if len(log_ratios) > 1 else None
             ratios = [(c.later_qps / c.first_qps) / (b.later_qps / b.first_qps)
                       for c, b in zip(reps["candidate"], reps["best"]) if c.later_qps and b.later_qps]
@@ -537,7 +559,43 @@ class Evaluator:
             cache = float(np.median(ratios)) if ratios else None
         return EvalReport(split, cand, bst, gain, None, failures.get("candidate"), failures.get("best"),
                           pairs=len(log_ratios), log_ratios=log_ratios or None, spread=spread, cache_ratio=cache,
-                          stopped=stopped, fresh=fresh_metrics, repeat_seconds=seconds, lock_wait_s=wait)
+                          stopped=stopped, fresh=fresh_metrics, repeat_seconds=seconds, lock_wait_s=wait,
+                          dataset=self.data.dataset)
+
+    def _repeat_pair(self, procs: dict, order: list[str], queries: np.ndarray, split: str, r: int,
+                     seconds: float, stats: bool, failures: dict) -> dict:
+        """One timed repeat of each process in `order`, in chunks of CHUNK_SECONDS taken in turn
+        (ABBA across chunks) until each has `seconds` on the judged clock: load that comes and
+        goes slower than a chunk meets both. Both run the same chunks with the same seeds."""
+        passes = {n: [] for n in order}
+        chunks: dict = {n: [] for n in order}  # (queries, seconds on the judged clock) per chunk
+        first: dict = {}
+        last: dict = {}
+        st_out: dict = {}
+        judged = dict.fromkeys(order, 0.0)
+        cpu = self.card.objective.clock_kind == "cpu"
+        j = 0
+        while order and (j == 0 or any(judged[n] < seconds for n in order)):
+            for name in (order if j % 2 == 0 else list(reversed(order))):
+                p = procs[name]
+                p.deadline = time.monotonic() + self.card.limits.eval_timeout_s
+                try:
+                    f, lst, ps, st = p.repeat(queries, _seed(split, r) * 10_000 + j, min(CHUNK_SECONDS, seconds),
+                                              stats=stats and name == "candidate")
+                except WorkerDied as exc:
+                    failures[name] = Failure(exc.outcome, f"during search: {exc.text}")
+                    return {}
+                first.setdefault(name, f)
+                last[name] = lst
+                passes[name].extend(ps)
+                spent = sum(x[0] if cpu else x[1] for x in ps)
+                chunks[name].append((queries.shape[0] * len(ps), max(spent, 1e-9)))
+                judged[name] += spent
+                if st is not None:
+                    st_out[name] = st
+            j += 1
+        self._chunks = chunks
+        return {n: (first[n], last[n], passes[n], st_out.get(n)) for n in order}
 
     def _recall(self, ids: np.ndarray, covered: np.ndarray, data: Split) -> float:
         if not covered.any():
