@@ -81,12 +81,16 @@ def session_decisions(runs: Path, run_id: str) -> list[dict]:
     return out
 
 
-def run_session(repo: Path, runs: Path, run_id: str, steps: list) -> list[dict]:
+def run_session(repo: Path, runs: Path, run_id: str, steps: list, show: bool = False) -> list[dict]:
     from vdbbench.agent.loop import Session
     from vdbbench.agent.model import ScriptedModel
     from vdbbench.agent.task import load_task
 
-    session = Session.create(load_task(repo / "task.toml"), ScriptedModel(steps), runs, run_id)
+    def on_event(e: dict) -> None:
+        if show and e.get("type") == "decision":
+            print(f"{run_id} {e.get('iteration'):2d}: {short(e)}", flush=True)
+
+    session = Session.create(load_task(repo / "task.toml"), ScriptedModel(steps), runs, run_id, on_event=on_event)
     try:
         session.run()
     finally:
@@ -181,17 +185,16 @@ def main(argv=None) -> int:
             return text
 
         repo = make_repo(work / "null-repo", fast_source(), card_edit)
+        power_repo = make_repo(work / "power-repo", slow_source(args.extra_percent), card_edit)
         steps = []
         for i in range(args.null):
             steps.append({"tool_calls": [("revert_to_best", {}), ("write_file", {"path": LIB, "content": no_effect_source(i)}),
                                          ("submit", {"message": f"no-effect change {i}"})]})
         t = time.monotonic()
-        for d in run_session(repo, work / "runs", "null", steps):
-            out["null"].append(d)
-            print(f"null  {len(out['null']):2d}: {short(d)}", flush=True)
+        out["null"] = run_session(repo, work / "runs", "null", steps, show=True) if args.null else []
         null_s = time.monotonic() - t
         # (b) the real gain: fresh session per trial, from the slowed copy
-        repo = make_repo(work / "power-repo", slow_source(args.extra_percent), card_edit)
+        repo = power_repo
         t = time.monotonic()
         for i in range(args.power):
             steps = [{"tool_calls": [("write_file", {"path": LIB, "content": fast_source()}),
@@ -211,7 +214,7 @@ def main(argv=None) -> int:
             if not res.ok:
                 raise SystemExit(f"building the {name} version failed: {res.errors}")
             libs[name] = work / f"lib-{name}" / "fixture_vdb.so"
-        tg = true_gain(libs["null"], libs["power"], args.gain_batches, 2.0)
+        tg = true_gain(libs["null"], libs["power"], args.gain_batches, 2.0) if args.gain_batches else None
         out["true_gain"] = tg
     finally:
         if busy is not None:
@@ -224,9 +227,10 @@ def main(argv=None) -> int:
     out["false_accepts"], out["null_n"] = fa, len(out["null"])
     out["power_accepts"], out["power_n"] = hits, len(out["power"])
     out["seconds"] = {"null": round(null_s), "power": round(power_s), "total": round(time.monotonic() - t0)}
-    print(f"\ntrue gain of the fast version over the slowed copy: x{tg['median_ratio']:.3f} median "
-          f"(mean x{tg['mean_ratio']:.3f}, {tg['min_ratio']:.3f}..{tg['max_ratio']:.3f}) over {tg['batches']} "
-          f"alternate batches of >= {tg['seconds_each']:g} s CPU each")
+    if tg:
+        print(f"\ntrue gain of the fast version over the slowed copy: x{tg['median_ratio']:.3f} median "
+              f"(mean x{tg['mean_ratio']:.3f}, {tg['min_ratio']:.3f}..{tg['max_ratio']:.3f}) over {tg['batches']} "
+              f"alternate batches of >= {tg['seconds_each']:g} s CPU each")
     print(f"false accepts: {fa} of {len(out['null'])} no-effect submissions ({null_s / 60:.1f} min)")
     print(f"power: {hits} of {len(out['power'])} real-gain submissions accepted ({power_s / 60:.1f} min)")
     print(f"total {out['seconds']['total'] / 60:.1f} min, load: {'one core busy' if busy else 'none'}")

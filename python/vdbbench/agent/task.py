@@ -100,7 +100,7 @@ class Objective:
 
 @dataclass
 class Limits:
-    eval_timeout_s: float = 300.0  # one candidate process: load, train, add, all searches
+    eval_timeout_s: float = 300.0  # one candidate process, per phase: building its index, each timed repeat
     memory_mb: int = 8192  # address-space cap of the candidate process
     # Keep the best version's process (its built index) alive between submissions, so that a
     # submission builds only the candidate's index: worth it when an index takes long to build.
