@@ -118,6 +118,8 @@ def test_a_fast_best_still_accepts_a_ten_percent_gain_and_rejects_no_effect(tmp_
     repo = tmp_path / "user"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("target"))
     (repo / LIB).write_text(_slowed(15))
+    card_text = (repo / "task.toml").read_text()
+    (repo / "task.toml").write_text(card_text.replace("[objective]\n", "[objective]\nrepeat_seconds = 0.5\n"))  # quicker
     env = {**os.environ, "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x", "GIT_COMMITTER_NAME": "u", "GIT_COMMITTER_EMAIL": "u@x"}
     for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "fast, with a 15% extra pass"]):
         subprocess.run(["git", *cmd], cwd=repo, check=True, env=env)
