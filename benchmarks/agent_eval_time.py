@@ -81,8 +81,10 @@ def main(argv=None) -> int:
                 c = rep.candidate
                 what = "first (builds both indexes)" if i == 0 else f"submission {i}"
                 print(f"{what}: {took:.1f} s wall, {cpu:.1f} CPU-seconds (harness and both workers); candidate index train {c.train_s:.1f} s + add {c.add_s:.1f} s; "
-                      f"{rep.pairs} pairs ({rep.stopped}), gain {rep.gain:+.1%}, spread {rep.spread:.1%}; "
-                      f"{c.qps:,.0f} QPS, recall@10 {c.recall10:.4f}, fresh {rep.fresh.recall10:.4f}", flush=True)
+                      f"{rep.pairs} pairs ({rep.stopped}), gain {rep.gain:+.1%}, spread {rep.spread or 0:.1%}; "
+                      f"{c.qps:,.0f} QPS, recall@10 {c.recall10:.4f}, "
+                      + (f"fresh {rep.fresh.recall10:.4f}" if rep.fresh else "fresh not run (held-out recall under the floor)"),
+                      flush=True)
         finally:
             ev.close()
     return 0
