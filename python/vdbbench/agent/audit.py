@@ -188,6 +188,9 @@ def verdict(
     recall_floor: float = RECALL_TARGET,
     best_before_qps: float | None = None,
     jump_factor: float | None = None,
+    cache_ratio: float | None = None,
+    cache_factor: float = 1.5,
+    later_recall10: float | None = None,
 ) -> AuditResult:
     """Combine the static audit with the re-evaluation of the new best on fresh held-out queries.
 
@@ -197,6 +200,11 @@ def verdict(
     before is a cache). A jump over `best_before_qps` of `jump_factor` or more is recorded as a
     finding and audited harder: the fresh-query tolerance is halved for it. (A jump alone does
     not flag: the first real index over a brute-force scan is legitimately worth 10-50x.)
+
+    Repeats cycle through their queries, so two more checks keep answers cached for queries seen
+    earlier in a repeat from paying: `cache_ratio` (how much faster the later passes ran than
+    the first, over the same ratio for the best) at `cache_factor` or more flags, and so does a
+    `later_recall10` (the recall of the last pass) under the floor.
     """
     if not 0 <= tolerance < 1:
         raise ValueError(f"tolerance must be a fraction in [0, 1), got {tolerance}")
@@ -208,6 +216,14 @@ def verdict(
                                 f"QPS jumped {acc_qps / best_before_qps:.1f}x in one step "
                                 f"({best_before_qps:,.0f} -> {acc_qps:,.0f}), at or over the suspicious factor "
                                 f"{jump_factor}: fresh queries must hold it within {tolerance:.0%}"))
+    if cache_ratio is not None and cache_ratio >= cache_factor:
+        findings.append(Finding("cache", "flag", "re-evaluation",
+                                f"the later passes over the same queries ran {cache_ratio:.2f}x faster than the first "
+                                f"(relative to the best), at or over {cache_factor}: answers cached for seen queries?"))
+    if later_recall10 is not None and later_recall10 < recall_floor:
+        findings.append(Finding("cache", "flag", "re-evaluation",
+                                f"recall@10 of the last pass over the held-out queries is {later_recall10:.4f}, under the "
+                                f"floor {recall_floor}, though the first pass met it"))
     if fresh_eval is None:
         findings.append(Finding("re-evaluation", "flag", "re-evaluation", "no fresh-query evaluation was run"))
     else:

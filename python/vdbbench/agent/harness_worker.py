@@ -6,6 +6,12 @@ the protocol on private copies of stdin/stdout (whatever the candidate prints go
 and sends back ids and the seconds `search` took (wall clock, and the CPU time of the whole
 process, all threads included), never the ground truth it does not have.
 
+A timed repeat ("repeat") searches one slice of queries over and over, each pass in a fresh
+order drawn from the seed it is given (so candidate and best see the same sequence), until the
+passes add up to at least `min_seconds` on the judged clock. Every pass is one `search` call of
+the whole slice (the batch shape stays the slice's); each pass's seconds come back one by one,
+so the first pass can be told apart from the later ones, with the ids of the first and last.
+
 Frames (both directions): 4-byte big-endian header length, a JSON header, then for each name
 in header["arrays"] an 8-byte length and that array in .npy format (no pickles, either way).
 """
@@ -72,6 +78,50 @@ def _jsonable_stats(stats):
         return {"repr": repr(stats)[:2000]}
 
 
+def _ids_of(result):
+    import numpy as np
+
+    ids = result[1] if isinstance(result, tuple) and len(result) == 2 else result
+    return np.asarray(ids)
+
+
+def timed_repeat(index, queries, header: dict) -> tuple[dict, dict]:
+    """Passes over `queries` in fresh seeded orders until `min_seconds` on the judged clock."""
+    import numpy as np
+
+    rng = np.random.default_rng(int(header["seed"]))
+    min_seconds = float(header["min_seconds"])
+    max_passes = int(header.get("max_passes", 100_000))
+    on_cpu = header.get("clock") == "cpu"
+    args = header.get("search_args", {})
+    passes: list[list[float]] = []  # [cpu seconds, wall seconds] of each pass
+    first = last = None
+    judged = 0.0
+    while True:
+        order = rng.permutation(queries.shape[0])
+        batch = np.ascontiguousarray(queries[order])
+        c0, t0 = time.process_time(), time.perf_counter()
+        result = index.search(batch, **args)
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        ids = _ids_of(result)
+        if ids.ndim != 2 or ids.shape[0] != queries.shape[0]:
+            raise ValueError(f"search returned ids of shape {ids.shape}; expected ({queries.shape[0]}, k)")
+        back = np.empty_like(ids)
+        back[order] = ids  # rows back in the slice's own order
+        if first is None:
+            first = back
+        last = back
+        passes.append([cpu, wall])
+        judged += cpu if on_cpu else wall
+        if judged >= min_seconds or len(passes) >= max_passes:
+            break
+    reply = {"ok": True, "passes": passes}
+    if header.get("stats") and hasattr(index, "last_search_stats"):
+        reply["stats"] = _jsonable_stats(index.last_search_stats())
+    return reply, {"ids": first, "last_ids": last}
+
+
 def main() -> int:
     # Private protocol channels; the candidate's own stdout/stdin become stderr and /dev/null.
     proto_in = os.fdopen(os.dup(0), "rb")
@@ -113,6 +163,8 @@ def main() -> int:
                 if header.get("stats") and hasattr(index, "last_search_stats"):
                     reply["stats"] = _jsonable_stats(index.last_search_stats())
                 write_frame(proto_out, reply, {"ids": ids})
+            elif cmd == "repeat":
+                write_frame(proto_out, *timed_repeat(index, arrays["queries"], header))
             else:
                 write_frame(proto_out, {"ok": False, "error": f"unknown command {cmd!r}"})
         except BaseException as exc:  # a panic in candidate code arrives as PanicException

@@ -1,14 +1,16 @@
 """The agent loop: ask the model, run its tool calls, judge each submission, journal everything.
 
 The keep-or-discard policy in one paragraph: a submission is built, tested and measured
-against the current best on held-out queries in interleaved repeats. It is kept (committed on
-the session branch, becoming the new best) only when recall@10 stays at or above the floor,
-the median QPS gain reaches the margin, the one-sided signed-rank test gives p below the
-threshold, and the audit (static diff scan + re-evaluation on fresh queries) is clean.
-Anything else is rejected with the reason, and the model's working copy is left as it was.
+against the current best on held-out queries in closely interleaved pairs of timed repeats
+(`judge`). It is kept (committed on the session branch, becoming the new best) only when
+recall@10 stays at or above the floor, a sequential test on the per-pair log-ratios finds the
+gain real and at least the margin, and the audit (static diff scan, first-pass vs later-pass
+speed, re-evaluation on fresh queries) is clean. Anything else is rejected with the reason,
+and the model's working copy is left as it was.
 
 The parts: the tool table (`tools`), the prompts (`prompts`), the journal's facts (`facts`),
-the reference line (`reference`), the workspace (`workspace`) and the evaluator (`evaluator`).
+the reference line (`reference`), the workspace (`workspace`), the judge (`judge`) and the
+evaluator (`evaluator`).
 """
 
 from __future__ import annotations
@@ -22,17 +24,17 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from vdbbench.agent import audit as audit_mod
 from vdbbench.agent import compaction, prompts, review, startup
 from vdbbench.agent import workspace as wsp
 from vdbbench.agent.budget import Budgets, PriceTable, exceeded, price_table
-from vdbbench.agent.evaluator import EvalReport, Evaluator, make_eval_data
+from vdbbench.agent.evaluator import Evaluator, make_eval_data
 from vdbbench.agent.facts import Facts, Usage
 from vdbbench.agent.journal import Journal
+from vdbbench.agent.judge import Judge, decision_text
 from vdbbench.agent.machine import machine
 from vdbbench.agent.model import Model, ModelFinished, ModelUnavailable, ToolCall
 from vdbbench.agent.node import node_info
-from vdbbench.agent.startup import METRICS_TRAILER, Best, SessionError
+from vdbbench.agent.startup import Best, SessionError
 from vdbbench.agent.task import TaskCard, load_task
 from vdbbench.agent.tools import TOOL_SCHEMAS, FileTools, ToolArgumentError, ToolResult, run_tool
 
@@ -227,6 +229,8 @@ class Session:
                           totals={"tool_calls": u.tool_calls, "tokens": u.tokens, "cost_usd": round(u.cost_usd, 6),
                                   "wall_s": round(u.wall_s, 3), "submissions": u.submissions})
         self.journal.close()
+        if self.evaluator is not None:
+            self.evaluator.close()  # the best's kept worker, if the card keeps one
         return event
 
     def check_budgets(self) -> None:
@@ -362,95 +366,17 @@ class Session:
             return ToolResult(f"submission not run: the iteration budget ({self.budgets.iterations}) is used up", ok=False)
         self.journal.iteration = used + 1
         it = self.journal.iteration
-        outcome, reason, cand, commit = self._judge(message)
+        judge = Judge(self.card, self.ws, self.builds, self.evaluator, self.emit, self._build_current, self._run_tests)
         before = self.best.qps
-        if outcome == "accepted":
-            self.best = Best(commit, cand.qps, cand.recall10)
-            text = (f"ACCEPTED (iteration {it}): {reason} Committed as {commit[:12]}; this is the new best.")
-        else:
-            text = (f"REJECTED (iteration {it}, {outcome}): {reason} "
-                    "Your working copy is unchanged: fix it, or revert_to_best to start again from the best.")
-        self.emit("decision", outcome=outcome, qps=cand.qps if cand else None, recall10=cand.recall10 if cand else None,
-                  best_qps_before=before, best_qps_after=self.best.qps, commit=commit if outcome == "accepted" else None,
-                  message=message, reason=reason, diff_stat=self._last_diff_stat)
-        if outcome != "accepted" and review.should_review(self.events(), self.card.session.review_every):
+        decision = judge.submit(message, self.best.commit, before, it)
+        if decision.accepted:
+            self.best = Best(decision.commit, decision.candidate.qps, decision.candidate.recall10)
+        self._last_diff_stat = decision.diff_stat
+        self.emit("decision", **decision.journal_fields(), best_qps_before=before, best_qps_after=self.best.qps,
+                  message=message)
+        if not decision.accepted and review.should_review(self.events(), self.card.session.review_every):
             prompt = review.review_prompt(self.events(), self._last_profile)
             self.emit("review", text=prompt)
             self._pending_user.append(prompt)
-        return ToolResult(text, ok=outcome == "accepted")
-
-    def _judge(self, message: str):
-        """(outcome, reason, candidate metrics or None, commit or None)."""
-        obj = self.card.objective
-        self._last_diff_stat = ""
-        if wsp.is_clean(self.ws, self.card):
-            return "no_change", (f"your working copy is identical to the best version (commit {self.best.commit[:12]}): "
-                                 "there is nothing new to evaluate."), None, None
-        diff = wsp.diff_vs_best(self.ws, self.card)
-        stat_lines = wsp.diff_vs_best(self.ws, self.card, stat=True).splitlines()
-        self._last_diff_stat = stat_lines[-1].strip() if stat_lines else ""
-        ok, text, _ = self._build_current()
-        if not ok:
-            return "build_failed", text, None, None
-        if self.card.tests.enabled:
-            res = self._run_tests()
-            if not res.ok:
-                return "tests_failed", f"the Rust tests fail: {res.summary}\n{res.failures}", None, None
-        # Freeze the build under test: the model cannot change it while it is measured.
-        lib = self.builds / "submitted" / f"{self.card.entry.leaf}.so"
-        lib.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(self._current_lib, lib)
-        report = self.evaluator.run("heldout", lib, self._best_lib)
-        self.emit("evaluation", **report.journal_payload())
-        if report.failure:
-            return report.failure.outcome, report.failure.text, None, None
-        if report.best_failure:
-            self.emit("error", where="evaluation", text=f"best build failed: {report.best_failure.text}")
-            return "crashed", f"the harness could not run the best build this time ({report.best_failure.text}); submit again", report.candidate, None
-        cand = report.candidate
-        if cand.recall10 < obj.recall_floor:
-            return "recall_below_floor", (f"recall@10 {cand.recall10:.4f} on held-out queries is under the floor "
-                                          f"{obj.recall_floor} (at {_fmt(cand.qps)} QPS; best {_fmt(report.best.qps)})."), cand, None
-        ratios = ", ".join(f"{c / b:.3f}" for c, b in zip(cand.qps_samples, report.best.qps_samples))
-        measured = (f"{_fmt(cand.qps)} QPS vs {_fmt(report.best.qps)} for the best, median gain {report.gain:+.1%}, "
-                    f"p={report.p_value:.3f} over {cand.repeats} interleaved repeats (ratios {ratios}), "
-                    f"recall@10 {cand.recall10:.4f}.")
-        if report.gain < obj.margin or report.p_value is None or report.p_value >= obj.p_value:
-            why = []
-            if report.gain < obj.margin:
-                why.append(f"the median gain is under the {obj.margin:.0%} margin")
-            if report.p_value is None or report.p_value >= obj.p_value:
-                why.append(f"the gain is not significant (p >= {obj.p_value})")
-            return "slower", f"not a real gain: {' and '.join(why)}. Measured: {measured}", cand, None
-        # A winner on paper: commit object first, then the audit decides whether it becomes the best.
-        best_before = self.best.qps
-        trailer = json.dumps({"qps": round(cand.qps, 3), "recall10": round(cand.recall10, 6), "gain": round(report.gain, 6),
-                              "p_value": report.p_value, "best_qps_before": best_before, "message": message[:500]})
-        commit_msg = (f"iteration {self.journal.iteration}: {message.strip().splitlines()[0][:200] if message.strip() else 'submission'}\n\n"
-                      f"{_fmt(cand.qps)} QPS (best before {_fmt(report.best.qps)} in the same run, {report.gain:+.1%}, "
-                      f"p={report.p_value:.3f}), recall@10 {cand.recall10:.4f}\n\n{METRICS_TRAILER}{trailer}\n")
-        sha = wsp.prepare_commit(self.ws, self.card, commit_msg)
-        verdict = self._audit(sha, diff, cand, report, lib)
-        if verdict.flagged:
-            wsp.unstage(self.ws)
-            return "flagged", (f"the change measured as a gain ({measured}) but the audit flagged it: "
-                               + "; ".join(verdict.texts())), cand, None
-        wsp.adopt_commit(self.ws, sha)
-        shutil.copy2(lib, self._best_lib)
-        (self.builds / "best" / "COMMIT").write_text(sha)
-        return "accepted", measured, cand, sha
-
-    def _audit(self, sha: str, diff: str, cand, report: EvalReport, lib: Path):
-        static = audit_mod.audit_diff(diff)
-        fresh = self.evaluator.run("fresh", lib, None)
-        self.emit("evaluation", **fresh.journal_payload())
-        fresh_metrics = None if fresh.failure else {"qps": fresh.candidate.qps, "recall10": fresh.candidate.recall10}
-        s = self.card.session
-        result = audit_mod.verdict(static, fresh_metrics, {"qps": cand.qps, "recall10": cand.recall10},
-                                   tolerance=s.fresh_tolerance, recall_floor=self.card.objective.recall_floor,
-                                   best_before_qps=report.best.qps, jump_factor=s.jump_factor)
-        self.emit("audit", commit=sha, verdict=result.verdict, findings=result.texts(),
-                  fresh_qps=fresh_metrics and fresh_metrics["qps"], fresh_recall10=fresh_metrics and fresh_metrics["recall10"],
-                  jump_factor=(cand.qps / report.best.qps) if report.best.qps else None)
-        return result
+        return ToolResult(decision_text(decision, it), ok=decision.accepted)
 

@@ -64,8 +64,8 @@ def repeat_text(card: TaskCard) -> str:
     obj, ds = card.objective, card.dataset
     per_repeat = ds.heldout_queries // max(1, obj.repeats)
     per_dev = ds.dev_queries // max(1, obj.dev_repeats)
-    seconds = getattr(obj, "repeat_seconds", None)
-    dev_seconds = getattr(obj, "dev_repeat_seconds", None)
+    seconds = obj.repeat_seconds
+    dev_seconds = obj.dev_repeat_seconds
     if seconds:
         text = (f"each timed repeat runs for at least {seconds:g} s on that clock, cycling through its "
                 f"slice of {per_repeat:,} held-out queries (one `search` call per pass over the slice, in a "
@@ -102,6 +102,7 @@ def system_prompt(prompts, card: TaskCard, machine: Machine, best: str) -> str:
         threads=c.objective.threads, recall_floor=c.objective.recall_floor,
         clock=("process's CPU time (all its threads)" if c.objective.clock_kind == "cpu" else "wall clock"),
         margin_pct=f"{c.objective.margin:.0%}", repeats=c.objective.repeats, p_value=c.objective.p_value,
+        max_pairs=c.objective.max_pairs,
         tests=(f"`cargo test` of `{c.tests.manifest or c.build.manifest}` must pass" if c.tests.enabled else "none"),
         repeat_text=repeat_text(c), machine=machine.describe(), best=best,
         hints=(f"## Hints\n{c.hints}" if c.hints else ""),

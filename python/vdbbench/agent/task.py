@@ -68,7 +68,7 @@ class DatasetSpec:
     seed: int = 0
     metric: str = "l2"
     dev_queries: int = 500
-    heldout_queries: int = 2500  # split into `repeats` disjoint slices, one per timed repeat
+    heldout_queries: int = 2500  # cut into `repeats` slices of equal size: the timed batch shape
     fresh_queries: int = 500  # re-evaluation of each new best; never used anywhere else
 
 
@@ -80,9 +80,14 @@ class Objective:
     k: int = 10
     recall_floor: float = RECALL_TARGET
     margin: float = 0.03
-    repeats: int = 5
+    repeats: int = 5  # the judge's minimum number of candidate/best pairs (one per held-out slice)
     dev_repeats: int = 3
-    p_value: float = 0.05
+    p_value: float = 0.05  # the judge's overall one-sided false-accept level (see agent/judge.py)
+    # A timed repeat cycles through its slice (a fresh order each pass) for at least this many
+    # seconds on the judged clock; `benchmark` and `profile` use the shorter dev figure.
+    repeat_seconds: float = 1.0
+    dev_repeat_seconds: float = 0.25
+    max_pairs: int = 30  # the cap of the judge's sequential test (pairs of repeats)
     # What a timed repeat is measured on: "wall" clock, or "cpu" (the candidate process's CPU
     # time, all threads): preemption by other work on a shared machine does not count there.
     # "auto" = cpu for one thread (the QPS of one busy core), wall for more.
@@ -97,8 +102,11 @@ class Objective:
 
 @dataclass
 class Limits:
-    eval_timeout_s: float = 300.0  # one candidate process: load, train, add, all searches
+    eval_timeout_s: float = 300.0  # one candidate process, per phase: building its index, each timed repeat
     memory_mb: int = 8192  # address-space cap of the candidate process
+    # Keep the best version's process (its built index) alive between submissions, so that a
+    # submission builds only the candidate's index: worth it when an index takes long to build.
+    keep_best_worker: bool = False
 
 
 @dataclass
@@ -150,6 +158,11 @@ class TaskCard:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def batch_queries(self) -> int:
+        """Queries per timed search call, held-out and dev alike: one held-out slice."""
+        return max(1, self.dataset.heldout_queries // self.objective.repeats)
 
     # -- editable paths -------------------------------------------------------------------
     def is_editable(self, rel_path: str) -> bool:
@@ -308,6 +321,12 @@ def _validate(card: TaskCard, where: str) -> None:
     obj = card.objective
     if obj.repeats < 5:
         raise TaskError(f"{where}: [objective] repeats must be >= 5 (a gain must beat noise), got {obj.repeats}")
+    if obj.max_pairs < obj.repeats:
+        raise TaskError(f"{where}: [objective] max_pairs must be >= repeats ({obj.repeats}), got {obj.max_pairs}")
+    if obj.repeat_seconds <= 0 or obj.dev_repeat_seconds <= 0:
+        raise TaskError(f"{where}: [objective] repeat_seconds and dev_repeat_seconds must be positive")
+    if not 0 < obj.p_value < 0.5:
+        raise TaskError(f"{where}: [objective] p_value must be in (0, 0.5), got {obj.p_value}")
     if not 0 < obj.recall_floor <= 1:
         raise TaskError(f"{where}: [objective] recall_floor must be in (0, 1], got {obj.recall_floor}")
     if obj.margin < 0:

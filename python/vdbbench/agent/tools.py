@@ -215,9 +215,11 @@ def compare_text(s: "Session", report, what: str) -> str:
     lines = [f"{what}: your working copy {_fmt(c.qps)} QPS, recall@10 {c.recall10:.4f} "
              f"({'meets' if c.recall10 >= floor else 'MISSES'} the floor {floor})"]
     if b is not None:
+        spread = f", per-pair spread {report.spread:.1%}" if report.spread is not None else ""
         lines.append(f"current best measured in the same run: {_fmt(b.qps)} QPS, recall@10 {b.recall10:.4f}; "
-                     f"median gain {report.gain:+.1%} (p={report.p_value if report.p_value is not None else float('nan'):.3f}; "
-                     f"the margin to beat is {s.card.objective.margin:.0%})")
+                     f"gain {report.gain:+.1%} over {report.pairs} interleaved pairs{spread} "
+                     f"(the margin to beat is {s.card.objective.margin:.0%}; a submission is judged the same way "
+                     f"on held-out queries, with more pairs while unclear)")
     lines.append(f"per-repeat QPS: yours {', '.join(_fmt(q) for q in c.qps_samples)}"
                  + (f"; best {', '.join(_fmt(q) for q in b.qps_samples)}" if b else ""))
     lines.append(f"QPS timed on the {c.clock} clock" + (f" (wall-clock QPS {_fmt(c.wall_qps)})" if c.clock != "wall" else "")

@@ -1,0 +1,246 @@
+"""The agent judge's quality, measured: false accepts of no-effect changes and power on a real
+5-10% gain, through the real judge (real cargo builds of the fixture engine, real candidate
+processes), with a background process keeping one core busy the whole time.
+
+    python benchmarks/judge_quality.py                     # the judge of this checkout
+    python benchmarks/judge_quality.py --code OLD/python   # another checkout's judge (e.g. main's)
+
+(a) one session starting from the fast fixture engine gets `--null` submissions that change no
+    speed (a comment, a renamed local, alternately); every acceptance is a false accept.
+(b) `--power` sessions start from a copy slowed by a fixed extra pass over part of its vectors
+    and submit the fast version; every rejection is a miss. The gain's true size is measured
+    directly: both builds timed alternately in one process over many long batches (CPU time).
+
+Prints one line per submission and the two figures; `--json FILE` keeps them. One run takes
+~15-25 minutes on a 2-core machine with the default sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FIXTURE = HERE.parent / "tests" / "fixtures" / "agent_task"
+LIB = "core/src/lib.rs"
+
+# The slowed copy: after the needed pass, a second pass over the first EXTRA_PERCENT of the
+# vectors (its results thrown away), the "fixed extra pass over its lists".
+EXTRA = '''            for (s, v) in scores.iter_mut().zip(self.data.chunks_exact(self.dim)).take(self.len() * EXTRA_PERCENT / 100) {
+                *s = l2(q, v);
+            }
+            std::hint::black_box(&mut scores);
+'''
+
+
+def fast_source() -> str:
+    return (FIXTURE / LIB).read_text().replace("const PASSES: usize = 4;", "const PASSES: usize = 1;")
+
+
+def slow_source(percent: int) -> str:
+    src = fast_source().replace("const PASSES: usize = 1;", f"const PASSES: usize = 1;\nconst EXTRA_PERCENT: usize = {percent};")
+    anchor = "            let top = top_k(&scores, k);\n"
+    assert anchor in src
+    return src.replace(anchor, EXTRA + anchor)
+
+
+def no_effect_source(i: int) -> str:
+    """The fast version with a comment (even i) or a renamed local (odd i)."""
+    src = fast_source()
+    if i % 2 == 0:
+        return src.replace("fn l2(a: &[f32], b: &[f32]) -> f32 {", f"fn l2(a: &[f32], b: &[f32]) -> f32 {{\n    // no-effect change {i}")
+    return re.sub(r"\bids_out\b", f"ids_out_{i}", src)
+
+
+def make_repo(root: Path, lib_text: str, card_edit=None) -> Path:
+    shutil.copytree(FIXTURE, root, ignore=shutil.ignore_patterns("target"))
+    (root / LIB).write_text(lib_text)
+    if card_edit:
+        card = root / "task.toml"
+        card.write_text(card_edit(card.read_text()))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "q", "GIT_AUTHOR_EMAIL": "q@x", "GIT_COMMITTER_NAME": "q", "GIT_COMMITTER_EMAIL": "q@x"}
+    for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "start"]):
+        subprocess.run(["git", *cmd], cwd=root, check=True, env=env)
+    return root
+
+
+def session_decisions(runs: Path, run_id: str) -> list[dict]:
+    out = []
+    for line in (runs / run_id / "journal.jsonl").read_text().splitlines():
+        e = json.loads(line)
+        if e.get("type") == "decision":
+            out.append(e)
+    return out
+
+
+def run_session(repo: Path, runs: Path, run_id: str, steps: list, show: bool = False) -> list[dict]:
+    from vdbbench.agent.loop import Session
+    from vdbbench.agent.model import ScriptedModel
+    from vdbbench.agent.task import load_task
+
+    def on_event(e: dict) -> None:
+        if show and e.get("type") == "decision":
+            print(f"{run_id} {e.get('iteration'):2d}: {short(e)}", flush=True)
+
+    session = Session.create(load_task(repo / "task.toml"), ScriptedModel(steps), runs, run_id, on_event=on_event)
+    try:
+        session.run()
+    finally:
+        close = getattr(session.evaluator, "close", None)
+        if close:
+            close()
+    return session_decisions(runs, run_id)
+
+
+def short(d: dict) -> str:
+    bits = [f"{d['outcome']:<18}"]
+    if d.get("qps") and d.get("best_qps_before"):
+        bits.append(f"qps {d['qps']:,.0f}")
+    if d.get("gain") is not None:
+        bits.append(f"gain {d['gain']:+.1%}")
+    if d.get("pairs"):
+        bits.append(f"pairs {d['pairs']}")
+    if d.get("spread") is not None:
+        bits.append(f"spread {d['spread']:.1%}")
+    m = re.search(r"median gain ([-+][\d.]+%)", d.get("reason", ""))
+    if m:
+        bits.append(f"median gain {m.group(1)}")
+    m = re.search(r"p=([\d.]+)", d.get("reason", ""))
+    if m:
+        bits.append(f"p={m.group(1)}")
+    return "  ".join(bits)
+
+
+def true_gain(fast_lib: Path, slow_lib: Path, batches: int, seconds: float, dim: int = 32) -> dict:
+    """Both builds loaded in this process, timed alternately over long batches (CPU time)."""
+    import numpy as np
+
+    from vdbbench.agent.harness_worker import load_class
+    from vdbbench.datasets import synth
+
+    base, queries = synth.synth_float(3000, 2000, dim=dim, seed=7)
+    idx = {}
+    for name, lib in (("fast", fast_lib), ("slow", slow_lib)):
+        cls = load_class(str(lib), "fixture_vdb", "IvfIndex")
+        ix = cls(dim=dim)
+        ix.train(base)
+        ix.add(base)
+        idx[name] = ix
+    qps = {"fast": [], "slow": []}
+    for b in range(batches):
+        for name in (("fast", "slow") if b % 2 == 0 else ("slow", "fast")):
+            n, t = 0, 0.0
+            while t < seconds:
+                c0 = time.process_time()
+                idx[name].search(queries, k=10)
+                t += time.process_time() - c0
+                n += queries.shape[0]
+            qps[name].append(n / t)
+    ratios = np.asarray(qps["fast"]) / np.asarray(qps["slow"])
+    return {"batches": batches, "seconds_each": seconds, "median_ratio": float(np.median(ratios)),
+            "mean_ratio": float(np.mean(ratios)), "min_ratio": float(ratios.min()), "max_ratio": float(ratios.max()),
+            "fast_qps_median": float(np.median(qps["fast"])), "slow_qps_median": float(np.median(qps["slow"]))}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--code", help="a python/ source folder whose vdbbench judge to measure (default: this checkout's)")
+    ap.add_argument("--null", type=int, default=20, help="no-effect submissions (default 20)")
+    ap.add_argument("--power", type=int, default=10, help="real-gain submissions (default 10)")
+    ap.add_argument("--extra-percent", type=int, default=8, help="the slowed copy's extra pass, in percent of the vectors")
+    ap.add_argument("--gain-batches", type=int, default=30, help="alternate batches per version for the true gain")
+    ap.add_argument("--repeat-seconds", type=float, help="set the card's objective.repeat_seconds (judges that have it)")
+    ap.add_argument("--no-load", action="store_true", help="do not keep a core busy (for comparison)")
+    ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--workdir", help="keep sessions here (default: a temporary folder, removed)")
+    args = ap.parse_args(argv)
+    if args.code:
+        sys.path.insert(0, str(Path(args.code).resolve()))
+    import vdbbench.agent.loop as loop_mod
+
+    code = str(Path(loop_mod.__file__).resolve().parents[2])
+    print(f"judge code: {code}", flush=True)
+    os.environ.setdefault("VDBBENCH_AGENT_TARGET_DIR", str(HERE.parent / "target" / "judge-quality"))
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="judge-quality-"))
+    work.mkdir(parents=True, exist_ok=True)
+    busy = None
+    if not args.no_load:
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        print(f"background load: pid {busy.pid} keeps one core busy", flush=True)
+    t0 = time.monotonic()
+    out: dict = {"code": code, "load": not args.no_load, "repeat_seconds": args.repeat_seconds, "null": [], "power": []}
+    try:
+        # (a) no-effect changes against the fast version
+        def card_edit(text: str) -> str:
+            if args.repeat_seconds:
+                text = text.replace("[objective]\n", f"[objective]\nrepeat_seconds = {args.repeat_seconds}\n")
+            return text
+
+        repo = make_repo(work / "null-repo", fast_source(), card_edit)
+        power_repo = make_repo(work / "power-repo", slow_source(args.extra_percent), card_edit)
+        steps = []
+        for i in range(args.null):
+            steps.append({"tool_calls": [("revert_to_best", {}), ("write_file", {"path": LIB, "content": no_effect_source(i)}),
+                                         ("submit", {"message": f"no-effect change {i}"})]})
+        t = time.monotonic()
+        out["null"] = run_session(repo, work / "runs", "null", steps, show=True) if args.null else []
+        null_s = time.monotonic() - t
+        # (b) the real gain: fresh session per trial, from the slowed copy
+        repo = power_repo
+        t = time.monotonic()
+        for i in range(args.power):
+            steps = [{"tool_calls": [("write_file", {"path": LIB, "content": fast_source()}),
+                                     ("submit", {"message": "drop the extra pass"})]}]
+            ds = run_session(repo, work / "runs", f"power{i}", steps)
+            out["power"].extend(ds)
+            print(f"power {i + 1:2d}: {short(ds[-1])}", flush=True)
+        power_s = time.monotonic() - t
+        # the gain's true size: both versions built as the sessions build them, timed directly
+        from vdbbench.agent import workspace as wsp
+        from vdbbench.agent.task import load_task
+
+        libs = {}
+        for name in ("null", "power"):
+            repo = work / f"{name}-repo"
+            res = wsp.build(repo, load_task(repo / "task.toml"), Path(os.environ["VDBBENCH_AGENT_TARGET_DIR"]), work / f"lib-{name}")
+            if not res.ok:
+                raise SystemExit(f"building the {name} version failed: {res.errors}")
+            libs[name] = work / f"lib-{name}" / "fixture_vdb.so"
+        tg = true_gain(libs["null"], libs["power"], args.gain_batches, 2.0) if args.gain_batches else None
+        out["true_gain"] = tg
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    fa = sum(d["outcome"] == "accepted" for d in out["null"])
+    hits = sum(d["outcome"] == "accepted" for d in out["power"])
+    out["false_accepts"], out["null_n"] = fa, len(out["null"])
+    out["power_accepts"], out["power_n"] = hits, len(out["power"])
+    out["seconds"] = {"null": round(null_s), "power": round(power_s), "total": round(time.monotonic() - t0)}
+    if tg:
+        print(f"\ntrue gain of the fast version over the slowed copy: x{tg['median_ratio']:.3f} median "
+              f"(mean x{tg['mean_ratio']:.3f}, {tg['min_ratio']:.3f}..{tg['max_ratio']:.3f}) over {tg['batches']} "
+              f"alternate batches of >= {tg['seconds_each']:g} s CPU each")
+    print(f"false accepts: {fa} of {len(out['null'])} no-effect submissions ({null_s / 60:.1f} min)")
+    print(f"power: {hits} of {len(out['power'])} real-gain submissions accepted ({power_s / 60:.1f} min)")
+    print(f"total {out['seconds']['total'] / 60:.1f} min, load: {'one core busy' if busy else 'none'}")
+    if args.json:
+        slim = {k: v for k, v in out.items() if k not in ("null", "power")}
+        slim["null"] = [short(d) for d in out["null"]]
+        slim["power"] = [short(d) for d in out["power"]]
+        Path(args.json).write_text(json.dumps(slim, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
