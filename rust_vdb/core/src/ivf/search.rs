@@ -42,6 +42,8 @@ pub(super) struct Scratch {
     pub bias: Vec<f32>,
     pub fbuf: Vec<f32>,
     pub ubuf: Vec<u32>,
+    /// Row positions the batch prescore's kernel keeps (`ubuf` holds their distances).
+    pub pbuf: Vec<u32>,
     /// Per query of the block: the best candidates, payload = (list << 32 | row).
     pub heaps: Vec<Reservoir<u64>>,
     pub best: TopK<()>,
