@@ -34,6 +34,9 @@ pub(super) struct Scratch {
     pub groups: Vec<(f32, u32)>,
     /// (list << 32 | query) for every probe of the block, sorted: the visiting order.
     pub probes: Vec<u64>,
+    /// The counting sort of `probes`: where each list's probes start, and the sorted copy.
+    pub list_starts: Vec<u32>,
+    pub probes_tmp: Vec<u64>,
     /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
     pub qcodes: Vec<u8>,
     /// Per query of the block: whether its u8 candidates are rescored with f16.
@@ -249,6 +252,87 @@ impl IvfIndex {
             stats.centroids_scored += (m * nlist) as u64;
             stats.bytes_scanned += route::centroid_bytes(m, nlist, dim) as u64;
         }
-        s.probes.sort_unstable();
+        sort_probes(&mut s.probes, nlist, &mut s.list_starts, &mut s.probes_tmp);
+    }
+}
+
+/// Orders the (list << 32 | query) probes for the scan; they arrive query by query, each
+/// query's best list first. A block of many queries puts every query's best list first (those
+/// probes sorted by list, then query), then all the other probes sorted by list, then query:
+/// a query's threshold is then tight from its first list on, so fewer rows enter its
+/// candidates, and each list is still read at most twice. It places them by a counting sort
+/// over 2 x nlist buckets, linear in the probes. A block too small to pay for the counters
+/// (a single query) sorts by list. Results never depend on the order.
+fn sort_probes(probes: &mut Vec<u64>, nlist: usize, starts: &mut Vec<u32>, tmp: &mut Vec<u64>) {
+    if probes.len() < nlist || probes.windows(2).any(|w| (w[0] as u32) > (w[1] as u32)) {
+        probes.sort_unstable();
+        return;
+    }
+    // bucket of each probe: its list, plus nlist unless it is its query's first
+    let bucket = |i: usize, probes: &[u64]| {
+        let li = (probes[i] >> 32) as usize;
+        if i == 0 || probes[i - 1] as u32 != probes[i] as u32 {
+            li
+        } else {
+            nlist + li
+        }
+    };
+    starts.clear();
+    starts.resize(2 * nlist + 1, 0);
+    for i in 0..probes.len() {
+        starts[bucket(i, probes) + 1] += 1;
+    }
+    for b in 0..2 * nlist {
+        starts[b + 1] += starts[b];
+    }
+    tmp.clear();
+    tmp.resize(probes.len(), 0);
+    for i in 0..probes.len() {
+        let at = &mut starts[bucket(i, probes)];
+        tmp[*at as usize] = probes[i];
+        *at += 1;
+    }
+    std::mem::swap(probes, tmp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_probes;
+
+    #[test]
+    fn each_query_s_first_list_leads_then_the_rest_by_list_then_query() {
+        let mut rng = crate::rng::Rng::new(3);
+        for (nq, per, nlist) in [
+            (0usize, 3usize, 5usize),
+            (3, 2, 50),
+            (40, 7, 20),
+            (300, 5, 64),
+        ] {
+            let mut probes = Vec::new();
+            for q in 0..nq as u64 {
+                for _ in 0..per {
+                    probes.push(((rng.below(nlist) as u64) << 32) | q);
+                }
+            }
+            let mut want = probes.clone();
+            if probes.len() >= nlist {
+                let (mut first, mut rest): (Vec<u64>, Vec<u64>) = (vec![], vec![]);
+                for (i, &v) in probes.iter().enumerate() {
+                    if i % per == 0 {
+                        first.push(v)
+                    } else {
+                        rest.push(v)
+                    }
+                }
+                first.sort_unstable();
+                rest.sort_unstable();
+                want = [first, rest].concat();
+            } else {
+                want.sort_unstable();
+            }
+            let (mut starts, mut tmp) = (vec![], vec![]);
+            sort_probes(&mut probes, nlist, &mut starts, &mut tmp);
+            assert_eq!(probes, want, "nq {nq} nlist {nlist}");
+        }
     }
 }
