@@ -58,6 +58,27 @@ def test_every_level_matches_scalar(indexes, level, restore_level):
         np.testing.assert_allclose(d1, d0, rtol=2e-4, atol=1e-3, err_msg=str(key))
 
 
+@pytest.mark.parametrize("level", LEVELS)
+def test_u8_l2_batches_are_exact_at_every_level(indexes, level, restore_level):
+    """A batch over u8 codes (l2) is integer arithmetic with the threshold test inside the
+    kernel: every level returns the very same ids and distances as scalar, ties to the smaller
+    id, -1 padding when the probed lists hold fewer than k, and the same rows as one query
+    per call."""
+    idx, q = indexes[("sift", "l2", "u8+f16")]
+    rv.set_simd_level("scalar")
+    ref = [idx.search(q, k=k, nprobe=nprobe, rerank=0) for k, nprobe in ((10, 5), (400, 1))]
+    assert (ref[1][1] == -1).any()  # lists of ~250 rows: k=400 pads
+    rv.set_simd_level(level)
+    for (d0, i0), (k, nprobe) in zip(ref, ((10, 5), (400, 1))):
+        d1, i1 = idx.search(q, k=k, nprobe=nprobe, rerank=0)
+        np.testing.assert_array_equal(i1, i0)
+        np.testing.assert_array_equal(d1, d0)
+        for r in range(0, len(q), 7):
+            ds, is_ = idx.search(q[r : r + 1], k=k, nprobe=nprobe, rerank=0)
+            np.testing.assert_array_equal(is_[0], i0[r])
+            np.testing.assert_array_equal(ds[0], d0[r])
+
+
 def test_flat_every_level_matches_scalar(restore_level):
     base, q = synth_float(3_000, 30, dim=129, seed=1)
     f = vb.FlatIndex(129)

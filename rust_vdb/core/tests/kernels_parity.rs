@@ -652,3 +652,95 @@ fn argmin_score_equals_the_scalar_answer_exactly_with_ties_and_infinities() {
         (1, -1.0)
     );
 }
+
+/// The rows `l2_u8_batch_pre_below` must keep: (position, distance) of every row whose exact
+/// distance, as f32, is at most `thr`, in row order.
+fn below_reference(q: &[u8], rows: &[u8], thr: f32) -> Vec<(u32, u32)> {
+    let mut all = vec![0u32; rows.len() / q.len().max(1)];
+    (SCALAR.l2_u8_batch)(q, rows, &mut all);
+    all.iter()
+        .enumerate()
+        .filter(|(_, &d)| d as f32 <= thr)
+        .map(|(j, &d)| (j as u32, d))
+        .collect()
+}
+
+#[test]
+fn u8_pre_below_keeps_exactly_the_rows_under_the_threshold() {
+    let mut rng = Rng(21);
+    let mut tables = simd_tables();
+    tables.insert(0, &SCALAR);
+    let nrows_all: Vec<usize> = NROWS.iter().copied().chain([47, 64, 65, 130]).collect();
+    for k in tables {
+        for dim in DIMS {
+            for &nrows in &nrows_all {
+                let q = rng.u8s(dim);
+                let mut rows = rng.u8s(dim * nrows);
+                if nrows > 3 {
+                    rows[..dim].fill(0);
+                    rows[dim..2 * dim].fill(255);
+                    // a duplicate of the query: distance 0
+                    rows[2 * dim..3 * dim].copy_from_slice(&q);
+                }
+                let terms: Vec<i32> = rows.chunks_exact(dim).map(|x| (k.u8_row_term)(x)).collect();
+                let mut all = vec![0u32; nrows];
+                (SCALAR.l2_u8_batch)(&q, &rows, &mut all);
+                let mut sorted = all.clone();
+                sorted.sort_unstable();
+                // none, all, exactly one distance (ties kept), a median, between two values
+                let mut thrs = vec![-1.0f32, f32::INFINITY, 0.0];
+                if let Some(&mid) = sorted.get(nrows / 2) {
+                    thrs.extend([mid as f32, mid as f32 - 0.5, sorted[0] as f32]);
+                }
+                for thr in thrs {
+                    // outputs longer than needed, pre-filled: nothing past the count may matter
+                    let mut pos = vec![u32::MAX; nrows + 3];
+                    let mut dist = vec![7u32; nrows + 3];
+                    let c = (k.l2_u8_batch_pre_below)(&q, &rows, &terms, thr, &mut pos, &mut dist);
+                    let got: Vec<(u32, u32)> = pos[..c]
+                        .iter()
+                        .copied()
+                        .zip(dist[..c].iter().copied())
+                        .collect();
+                    assert_eq!(
+                        got,
+                        below_reference(&q, &rows, thr),
+                        "l2_u8_batch_pre_below({}) dim {dim} nrows {nrows} thr {thr}",
+                        k.name
+                    );
+                    assert!(
+                        pos[nrows..].iter().all(|&p| p == u32::MAX),
+                        "wrote past the rows"
+                    );
+                }
+            }
+        }
+        // distances above 2^24, where several u32 values share one f32: the test is on the f32
+        let dim = 1000;
+        let rows: Vec<u8> = [vec![255u8; dim], vec![0u8; dim], rng.u8s(dim * 20)].concat();
+        let terms: Vec<i32> = rows.chunks_exact(dim).map(|x| (k.u8_row_term)(x)).collect();
+        let q = vec![0u8; dim];
+        let thr = (dim as u32 * 255 * 255) as f32;
+        let (mut pos, mut dist) = (vec![0u32; 22], vec![0u32; 22]);
+        let c = (k.l2_u8_batch_pre_below)(&q, &rows, &terms, thr - 1.0, &mut pos, &mut dist);
+        let got: Vec<(u32, u32)> = pos[..c]
+            .iter()
+            .copied()
+            .zip(dist[..c].iter().copied())
+            .collect();
+        assert_eq!(
+            got,
+            below_reference(&q, &rows, thr - 1.0),
+            "{} long rows",
+            k.name
+        );
+        let r = std::panic::catch_unwind(|| {
+            (k.l2_u8_batch_pre_below)(&[1; 16], &[1; 32], &[0; 2], 1.0, &mut [0; 1], &mut [0; 2])
+        });
+        assert!(
+            r.is_err(),
+            "{} accepted outputs shorter than the rows",
+            k.name
+        );
+    }
+}

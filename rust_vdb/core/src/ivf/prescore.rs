@@ -96,6 +96,21 @@ impl IvfIndex {
                 }
             }
             stats.threads = parts.len() as u64;
+        } else if s.rerank_q.len() > 1
+            && self.storage == Storage::U8F16
+            && !self.metric.is_similarity()
+        {
+            // A block of queries over u8 codes (l2): the threshold test inside the kernel.
+            let dim = self.dim;
+            let longest = self.lists.iter().map(|l| l.len()).max().unwrap_or(0);
+            s.ubuf.resize(longest, 0);
+            s.pbuf.resize(longest, 0);
+            for &visit in &s.probes {
+                let li = (visit >> 32) as usize;
+                let qi = (visit & 0xFFFF_FFFF) as usize;
+                let qcode = &s.qcodes[qi * dim..(qi + 1) * dim];
+                self.scan_list_below(kern, li, qcode, &mut s.heaps[qi], &mut s.pbuf, &mut s.ubuf);
+            }
         } else {
             let dim = self.dim;
             for &visit in &s.probes {
@@ -204,6 +219,37 @@ impl IvfIndex {
                     (_, true) => (kern.dot_f32_f16_batch)(q, &list.vf16, out),
                 }
                 push_all(heap, out, &list.ids, loc, sim);
+            }
+        }
+    }
+}
+
+impl IvfIndex {
+    /// Scores list `li` (u8 codes, l2) against one query's codes and offers the rows under
+    /// the heap's threshold: the kernel hands back only the rows at or under the threshold
+    /// the heap had when the list began (`pos` / `dist` hold a value per row of the list);
+    /// each is tested again against the threshold as it tightens.
+    fn scan_list_below(
+        &self,
+        kern: &Kernels,
+        li: usize,
+        qcode: &[u8],
+        heap: &mut Reservoir<u64>,
+        pos: &mut [u32],
+        dist: &mut [u32],
+    ) {
+        let list = &self.lists[li];
+        if list.is_empty() {
+            return;
+        }
+        let loc = (li as u64) << 32;
+        let mut thr = heap.threshold();
+        let c = (kern.l2_u8_batch_pre_below)(qcode, &list.codes, &list.terms, thr, pos, dist);
+        for (&j, &d) in pos[..c].iter().zip(&dist[..c]) {
+            let sc = d as f32;
+            if sc <= thr {
+                heap.push(sc, list.ids[j as usize], loc | j as u64);
+                thr = heap.threshold();
             }
         }
     }

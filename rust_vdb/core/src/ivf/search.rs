@@ -34,6 +34,9 @@ pub(super) struct Scratch {
     pub groups: Vec<(f32, u32)>,
     /// (list << 32 | query) for every probe of the block, sorted: the visiting order.
     pub probes: Vec<u64>,
+    /// The counting sort of `probes`: where each list's probes start, and the sorted copy.
+    pub list_starts: Vec<u32>,
+    pub probes_tmp: Vec<u64>,
     /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
     pub qcodes: Vec<u8>,
     /// Per query of the block: whether its u8 candidates are rescored with f16.
@@ -42,6 +45,8 @@ pub(super) struct Scratch {
     pub bias: Vec<f32>,
     pub fbuf: Vec<f32>,
     pub ubuf: Vec<u32>,
+    /// Row positions the batch prescore's kernel keeps (`ubuf` holds their distances).
+    pub pbuf: Vec<u32>,
     /// Per query of the block: the best candidates, payload = (list << 32 | row).
     pub heaps: Vec<Reservoir<u64>>,
     pub best: TopK<()>,
@@ -247,6 +252,60 @@ impl IvfIndex {
             stats.centroids_scored += (m * nlist) as u64;
             stats.bytes_scanned += route::centroid_bytes(m, nlist, dim) as u64;
         }
-        s.probes.sort_unstable();
+        sort_probes(&mut s.probes, nlist, &mut s.list_starts, &mut s.probes_tmp);
+    }
+}
+
+/// Sorts (list << 32 | query) probes. They arrive in query order, so placing them by list in
+/// arrival order (a counting sort over the `nlist` lists, linear in the probes) gives the
+/// sorted order; a block too small to pay for the nlist counters sorts by comparison.
+fn sort_probes(probes: &mut Vec<u64>, nlist: usize, starts: &mut Vec<u32>, tmp: &mut Vec<u64>) {
+    if probes.len() < nlist || probes.windows(2).any(|w| (w[0] as u32) > (w[1] as u32)) {
+        probes.sort_unstable();
+        return;
+    }
+    starts.clear();
+    starts.resize(nlist + 1, 0);
+    for &v in probes.iter() {
+        starts[(v >> 32) as usize + 1] += 1;
+    }
+    for i in 0..nlist {
+        starts[i + 1] += starts[i];
+    }
+    tmp.clear();
+    tmp.resize(probes.len(), 0);
+    for &v in probes.iter() {
+        let at = &mut starts[(v >> 32) as usize];
+        tmp[*at as usize] = v;
+        *at += 1;
+    }
+    std::mem::swap(probes, tmp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sort_probes;
+
+    #[test]
+    fn probes_sort_by_list_then_query_either_way() {
+        let mut rng = crate::rng::Rng::new(3);
+        for (nq, per, nlist) in [
+            (0usize, 3usize, 5usize),
+            (3, 2, 50),
+            (40, 7, 20),
+            (300, 5, 64),
+        ] {
+            let mut probes = Vec::new();
+            for q in 0..nq as u64 {
+                for _ in 0..per {
+                    probes.push(((rng.below(nlist) as u64) << 32) | q);
+                }
+            }
+            let mut want = probes.clone();
+            want.sort_unstable();
+            let (mut starts, mut tmp) = (vec![], vec![]);
+            sort_probes(&mut probes, nlist, &mut starts, &mut tmp);
+            assert_eq!(probes, want, "nq {nq} nlist {nlist}");
+        }
     }
 }

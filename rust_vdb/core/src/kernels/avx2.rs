@@ -35,8 +35,21 @@ pub static AVX2: Kernels = Kernels {
     u8_row_term: super::scalar::u8_row_term,
     l2_u8_batch_pre,
     dot_i8_u8_batch,
+    l2_u8_batch_pre_below,
     argmin_score,
 };
+
+/// `l2_u8_batch_pre` of this table, then the threshold test (`kernels::pre_below_via`).
+pub(super) fn l2_u8_batch_pre_below(
+    q: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thr: f32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    super::pre_below_via(l2_u8_batch_pre, q, rows, terms, thr, pos, dist)
+}
 
 /// `scalar::argmin_score` compiled for AVX2 (eight-lane compares and blends).
 #[target_feature(enable = "avx2,fma")]

@@ -36,6 +36,7 @@ pub static AVX512: Kernels = Kernels {
     // AVX-512 implies AVX2 here (kernels::detect), and without VNNI the 256-bit form is as
     // fast on double-pumped cores.
     dot_i8_u8_batch: super::avx2::dot_i8_u8_batch,
+    l2_u8_batch_pre_below: super::avx2::l2_u8_batch_pre_below,
     argmin_score,
 };
 
@@ -46,6 +47,7 @@ pub static AVX512_VNNI: Kernels = Kernels {
     l2_u8_batch: l2_u8_batch_vnni,
     l2_u8_batch_pre: l2_u8_batch_pre_vnni,
     dot_i8_u8_batch: dot_i8_u8_batch_vnni,
+    l2_u8_batch_pre_below: l2_u8_batch_pre_below_vnni,
     ..AVX512
 };
 
@@ -705,6 +707,86 @@ fn l2_u8_batch_pre_vnni(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
     // SAFETY: lengths checked above; AVX512_VNNI is only handed out after
     // is_x86_feature_detected! confirmed avx512f/bw/vl and avx512vnni (kernels::kernels_for).
     unsafe { l2_u8_batch_pre_vnni_impl(q, rows, terms, out) }
+}
+
+/// `l2_u8_batch_pre_below`: sixteen rows at a time as in `dots_vnni`, their distances
+/// converted to f32 and compared with `thr` in one vector, and only the rows that pass packed
+/// (`vpcompressd` in a register, then a masked store: the memory form is slow on Zen 4) to
+/// `pos` / `dist`. The last `nrows % 16` rows go through `dots_vnni` and the scalar test.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn l2_u8_batch_pre_below_impl(
+    q: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thr: f32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    let n = q.len();
+    let qn = sq_norm(q);
+    let qp = q.as_ptr() as *const i8;
+    let off = _mm512_set1_epi8(-128);
+    let main = n & !63;
+    let nrows = terms.len();
+    let tail = (main < n).then(|| mask64(n - main));
+    let thr_v = _mm512_set1_ps(thr);
+    let qn_v = _mm512_set1_epi32(qn as i32);
+    let iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let (pp, dp) = (pos.as_mut_ptr() as *mut i32, dist.as_mut_ptr() as *mut i32);
+    let mut cnt = 0usize;
+    let mut r = 0;
+    while r + 16 <= nrows {
+        let acc = dpbusd_rows::<16>(
+            qp,
+            off,
+            rows.as_ptr().add(r * n) as *const i8,
+            n,
+            main,
+            tail,
+        );
+        let v = hsum16_epi32(&acc);
+        let t = _mm512_loadu_si512(terms.as_ptr().add(r) as _);
+        let d = _mm512_sub_epi32(_mm512_add_epi32(qn_v, t), _mm512_slli_epi32::<1>(v));
+        let m = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(_mm512_cvtepu32_ps(d), thr_v);
+        if m != 0 {
+            let c = m.count_ones() as usize;
+            let keep = ((1u32 << c) - 1) as __mmask16;
+            let at = _mm512_add_epi32(_mm512_set1_epi32(r as i32), iota);
+            _mm512_mask_storeu_epi32(dp.add(cnt), keep, _mm512_maskz_compress_epi32(m, d));
+            _mm512_mask_storeu_epi32(pp.add(cnt), keep, _mm512_maskz_compress_epi32(m, at));
+            cnt += c;
+        }
+        r += 16;
+    }
+    if r < nrows {
+        let mut buf = [0i32; 16];
+        let left = nrows - r;
+        dots_vnni::<true>(q, -128, &rows[r * n..], &terms[r..], qn, &mut buf[..left]);
+        for (j, &d) in buf[..left].iter().enumerate() {
+            let d = d as u32;
+            if d as f32 <= thr {
+                pos[cnt] = (r + j) as u32;
+                dist[cnt] = d;
+                cnt += 1;
+            }
+        }
+    }
+    cnt
+}
+
+fn l2_u8_batch_pre_below_vnni(
+    q: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thr: f32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    super::check_below(q.len(), rows.len(), terms.len(), pos.len(), dist.len());
+    // SAFETY: lengths checked above (rows = dim x terms, both outputs hold a value per row,
+    // and the packed stores never pass the count of rows); AVX512_VNNI is only handed out
+    // after is_x86_feature_detected! confirmed avx512f/bw/vl and avx512vnni.
+    unsafe { l2_u8_batch_pre_below_impl(q, rows, terms, thr, pos, dist) }
 }
 
 // ---------------------------------------------------------------------------------------------

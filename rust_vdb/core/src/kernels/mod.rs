@@ -77,6 +77,9 @@ impl std::fmt::Display for SimdLevel {
 /// `l2_u8_batch_pre(q, rows, row_terms, out)`.
 pub type L2U8BatchPre = fn(&[u8], &[u8], &[i32], &mut [u32]);
 
+/// `l2_u8_batch_pre_below(q, rows, row_terms, thr, pos, dist) -> count`.
+pub type L2U8BatchPreBelow = fn(&[u8], &[u8], &[i32], f32, &mut [u32], &mut [u32]) -> usize;
+
 /// `argmin_score(dots, norms, ip) -> (position, score)`.
 pub type ArgminScore = fn(&[f32], &[f32], bool) -> (u32, f32);
 
@@ -116,6 +119,12 @@ pub struct Kernels {
     /// query quantized to i8 scores about 3.6x faster than `dot_f32_u8_batch` (the
     /// quantization of the query is the caller's choice and accuracy).
     pub dot_i8_u8_batch: fn(&[i8], &[u8], &mut [i32]),
+    /// `l2_u8_batch_pre` with the scan's threshold test folded in: of the rows whose distance
+    /// `d`, converted to f32, is at most `thr` (`d as f32 <= thr`), the positions go to `pos`
+    /// and the distances to `dist`, in row order; returns how many. `pos` and `dist` hold at
+    /// least one value per row. The batch prescore's kernel: a row that cannot enter a
+    /// query's candidates costs no scalar compare and branch.
+    pub l2_u8_batch_pre_below: L2U8BatchPreBelow,
     /// Nearest centroid from its inner products: `(j, score)` of the first smallest score,
     /// -dots[j] (`ip`) or norms[j] - 2 dots[j]. Exact: every level returns the scalar answer.
     pub argmin_score: ArgminScore,
@@ -141,6 +150,7 @@ pub static SCALAR: Kernels = Kernels {
     u8_row_term: scalar::u8_row_term,
     l2_u8_batch_pre: scalar::l2_u8_batch_pre,
     dot_i8_u8_batch: scalar::dot_i8_u8_batch,
+    l2_u8_batch_pre_below: scalar::l2_u8_batch_pre_below,
     argmin_score: scalar::argmin_score,
 };
 
@@ -368,6 +378,61 @@ pub fn kernels() -> &'static Kernels {
     let level = active_level();
     // Only levels that passed `kernels_for` are ever stored in ACTIVE.
     kernels_for(level).unwrap_or(&SCALAR)
+}
+
+/// `l2_u8_batch_pre_below` from a table's `l2_u8_batch_pre`: distances of up to 64 rows at a
+/// time into a buffer on the stack, then the threshold test row by row (the tables without a
+/// kernel of their own: their `l2_u8_batch_pre` does the arithmetic).
+#[inline(always)]
+pub(crate) fn pre_below_via(
+    pre: L2U8BatchPre,
+    q: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thr: f32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    const CHUNK: usize = 64;
+    let dim = q.len();
+    let n = terms.len();
+    check_below(dim, rows.len(), n, pos.len(), dist.len());
+    let mut buf = [0u32; CHUNK];
+    let mut cnt = 0;
+    let mut r0 = 0;
+    while r0 < n {
+        let c = CHUNK.min(n - r0);
+        pre(
+            q,
+            &rows[r0 * dim..(r0 + c) * dim],
+            &terms[r0..r0 + c],
+            &mut buf[..c],
+        );
+        for (j, &d) in buf[..c].iter().enumerate() {
+            if d as f32 <= thr {
+                pos[cnt] = (r0 + j) as u32;
+                dist[cnt] = d;
+                cnt += 1;
+            }
+        }
+        r0 += c;
+    }
+    cnt
+}
+
+/// The length checks of every `l2_u8_batch_pre_below`: `rows` holds one code per term, and
+/// both outputs one value per row.
+#[inline]
+pub(crate) fn check_below(dim: usize, rows: usize, n: usize, pos: usize, dist: usize) {
+    assert_eq!(
+        rows,
+        dim * n,
+        "batch rows hold {rows} values, expected dim {dim} x {n} rows"
+    );
+    assert!(
+        pos >= n && dist >= n,
+        "outputs hold {pos} positions and {dist} distances for {n} rows"
+    );
 }
 
 /// Asks the CPU to start loading every cache line of `data`, for rows whose use is known a few

@@ -112,6 +112,19 @@ pub fn l2_u8_batch_pre(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
     }
 }
 
+/// `l2_u8_batch_pre` keeping the rows whose distance as f32 is at most `thr` (see
+/// `Kernels::l2_u8_batch_pre_below`).
+pub fn l2_u8_batch_pre_below(
+    q: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thr: f32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    super::pre_below_via(l2_u8_batch_pre, q, rows, terms, thr, pos, dist)
+}
+
 pub fn dot_i8_u8_batch(q: &[i8], rows: &[u8], out: &mut [i32]) {
     batch(q, rows, out, |q, off| {
         let x = &rows[off..off + q.len()];
