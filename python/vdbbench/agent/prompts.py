@@ -59,24 +59,16 @@ def fmt_qps(q: float | None) -> str:
 
 
 def repeat_text(card: TaskCard) -> str:
-    """How one timed repeat is sized, read from the card (a duration when the card sets
-    objective.repeat_seconds, else one batch of the held-out slice)."""
+    """How one timed repeat is sized, read from the card: a duration on the judged clock, one
+    `search` call per batch of one held-out slice, dev batches of the same shape."""
     obj, ds = card.objective, card.dataset
-    per_repeat = ds.heldout_queries // max(1, obj.repeats)
-    per_dev = ds.dev_queries // max(1, obj.dev_repeats)
-    seconds = obj.repeat_seconds
-    dev_seconds = obj.dev_repeat_seconds
-    if seconds:
-        text = (f"each timed repeat runs for at least {seconds:g} s on that clock, cycling through its "
-                f"slice of {per_repeat:,} held-out queries (one `search` call per pass over the slice, in a "
-                "fresh order each pass); candidate and best see the same sequence")
-        dev = f"`benchmark` times {obj.dev_repeats} repeats of its {per_dev:,} dev queries the same way"
-        dev += f" ({dev_seconds:g} s each)" if dev_seconds else ""
-    else:
-        text = (f"each timed repeat is one `search` call on a batch of {per_repeat:,} held-out queries "
-                f"({ds.heldout_queries:,} queries in {obj.repeats} slices)")
-        dev = f"`benchmark` times {obj.dev_repeats} repeats of {per_dev:,} dev queries each"
-    return f"{text}; {dev}. The QPS of a repeat is its queries over its time."
+    batch = card.batch_queries
+    return (f"each timed repeat runs for at least {obj.repeat_seconds:g} s on that clock, one `search` call per "
+            f"batch of {batch:,} held-out queries, cycling through its slice in a fresh order each pass "
+            f"({ds.heldout_queries:,} held-out queries in {max(1, ds.heldout_queries // batch)} slices); candidate "
+            f"and best see the same sequence, in {obj.repeats} to {obj.max_pairs} interleaved pairs. `benchmark` "
+            f"times {obj.dev_repeats} pairs of {obj.dev_repeat_seconds:g} s repeats on dev batches of the same "
+            f"size ({ds.dev_queries:,} dev queries). The QPS of a repeat is the queries it timed over its time.")
 
 
 def best_text(card: TaskCard, qps: float | None, recall10: float | None, commit: str) -> str:
