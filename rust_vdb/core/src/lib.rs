@@ -11,6 +11,7 @@ pub mod matmul;
 pub mod metric;
 pub mod persist;
 pub mod pool;
+pub mod prefetch;
 pub mod quant;
 pub mod rng;
 pub mod route;
