@@ -192,7 +192,12 @@ impl IvfIndex {
             let r1 = (r0 + CHUNK_ROWS).min(n);
             ahead.advance(r1 - r0);
             let out = &mut ubuf[..r1 - r0];
-            (kern.l2_u8_batch_pre)(qcode, &list.codes[r0 * dim..r1 * dim], &list.terms[r0..r1], out);
+            (kern.l2_u8_batch_pre)(
+                qcode,
+                &list.codes[r0 * dim..r1 * dim],
+                &list.terms[r0..r1],
+                out,
+            );
             let mut thr = heap.threshold();
             for (j, &v) in out.iter().enumerate() {
                 let sc = v as f32;
@@ -333,7 +338,13 @@ struct Ahead<'a> {
 impl<'a> Ahead<'a> {
     /// A cursor at the start of `probes[p]`, already `AHEAD_ROWS` rows ahead of it.
     fn at(lists: &'a [super::InvList], probes: &'a [u64], p: usize, dim: usize) -> Self {
-        let mut a = Ahead { lists, probes, p, row: 0, dim };
+        let mut a = Ahead {
+            lists,
+            probes,
+            p,
+            row: 0,
+            dim,
+        };
         a.advance(AHEAD_ROWS);
         a
     }
