@@ -11,7 +11,6 @@ pub mod matmul;
 pub mod metric;
 pub mod persist;
 pub mod pool;
-pub mod prefetch;
 pub mod quant;
 pub mod rng;
 pub mod route;

@@ -357,8 +357,8 @@ impl<'a> Ahead<'a> {
             let take = rows.min(n - self.row);
             if take > 0 {
                 let (a, b) = (self.row, self.row + take);
-                crate::prefetch::slice(&list.codes[a * self.dim..b * self.dim]);
-                crate::prefetch::slice(&list.terms[a..b]);
+                crate::kernels::prefetch(&list.codes[a * self.dim..b * self.dim]);
+                crate::kernels::prefetch(&list.terms[a..b]);
             }
             self.row += take;
             rows -= take;
