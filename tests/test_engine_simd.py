@@ -102,3 +102,16 @@ def test_env_var_caps_the_level():
     env = dict(os.environ, VDBBENCH_SIMD="scalar")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "scalar"
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_single_query_scan_equals_batch_rows_at_every_level(indexes, level, restore_level):
+    """A single u8 l2 query scans its lists in chunks with a prefetch cursor (its own path);
+    its u8 top k (rerank 0) must equal the batch path's row, list sizes not multiples of 16."""
+    rv.set_simd_level(level)
+    idx, q = indexes[("sift", "l2", "u8+f16")]
+    d, i = idx.search(q, k=10, nprobe=5, rerank=0)
+    for r in range(q.shape[0]):
+        d1, i1 = idx.search(q[r:r + 1], k=10, nprobe=5, rerank=0, threads=1)
+        np.testing.assert_array_equal(i1[0], i[r])
+        np.testing.assert_array_equal(d1[0], d[r])

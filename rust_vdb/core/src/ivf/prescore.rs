@@ -14,6 +14,12 @@ use crate::topk::Reservoir;
 /// A single query searched with several threads splits its scan across them only when its
 /// probed lists hold at least this many vectors (below, the hand-off costs more than it saves).
 const SPLIT_MIN_CODES: usize = 2048;
+/// A single query's u8 l2 scan scores its lists this many rows at a time ...
+const CHUNK_ROWS: usize = 16;
+/// ... with the prefetch cursor this many rows ahead (8 KiB of codes at dim 128). Measured at
+/// 1M (perf-single-round2.md): 16 / 64 beat 8 / 32, 16 / 32, 8 / 64, 16 / 96, 16 / 128 and
+/// 32 / 128, and a prefetch of only the next list's first rows did not help.
+const AHEAD_ROWS: usize = 64;
 
 impl IvfIndex {
     /// Readies the block's m queries for the scan: their u8 codes (l2) or step-scaled values
@@ -111,6 +117,11 @@ impl IvfIndex {
                 let qcode = &s.qcodes[qi * dim..(qi + 1) * dim];
                 self.scan_list_below(kern, li, qcode, &mut s.heaps[qi], &mut s.pbuf, &mut s.ubuf);
             }
+        } else if self.storage == Storage::U8F16
+            && !self.metric.is_similarity()
+            && s.probes.iter().all(|&v| v & 0xFFFF_FFFF == 0)
+        {
+            self.scan_one_l2_u8(kern, s);
         } else {
             let dim = self.dim;
             for &visit in &s.probes {
@@ -137,19 +148,82 @@ impl IvfIndex {
         let probes = &s.probes;
         // Each run takes the next unscanned list: a helper that wakes late takes fewer.
         let next = AtomicUsize::new(0);
+        let l2u8 = self.storage == Storage::U8F16 && !self.metric.is_similarity();
         let work = || {
             let (mut heap, mut ubuf, mut fbuf) = (Reservoir::new(cap), vec![], vec![]);
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&visit) = probes.get(i) else { break };
                 let li = (visit >> 32) as usize;
-                self.scan_list(kern, li, &qv, &mut heap, &mut ubuf, &mut fbuf);
+                if l2u8 {
+                    // the other threads take the lists in between: the cursor restarts here
+                    let mut ahead = Ahead::at(&self.lists, probes, i, self.dim);
+                    self.scan_l2_u8_ahead(kern, qv.qcode, li, &mut heap, &mut ubuf, &mut ahead);
+                } else {
+                    self.scan_list(kern, li, &qv, &mut heap, &mut ubuf, &mut fbuf);
+                }
             }
             let mut hits = Vec::new();
             heap.drain_sorted(&mut hits);
             hits
         };
         pool::run_shared(split - 1, split_pool, &work).ok()
+    }
+
+    /// One query's u8 l2 scan over all its probed lists, `CHUNK_ROWS` rows at a time, with
+    /// a prefetch cursor `AHEAD_ROWS` rows ahead of the scan through the same lists in the
+    /// same order, across list boundaries: the next list's first lines are on their way while
+    /// the end of this one is scored. (A list starts at a random address: without the cursor
+    /// the scan waits for its first lines; see benchmarks/results/perf-single-round2.md.)
+    fn scan_one_l2_u8(&self, kern: &Kernels, s: &mut Scratch) {
+        let dim = self.dim;
+        let qcode = &s.qcodes[..dim];
+        let heap = &mut s.heaps[0];
+        let mut ahead = Ahead::at(&self.lists, &s.probes, 0, dim);
+        for &visit in &s.probes {
+            let li = (visit >> 32) as usize;
+            self.scan_l2_u8_ahead(kern, qcode, li, heap, &mut s.ubuf, &mut ahead);
+        }
+    }
+
+    /// Scores list `li` (u8 codes, l2) `CHUNK_ROWS` rows at a time into `heap`, moving the
+    /// prefetch cursor `ahead` on by each chunk's rows before scoring it.
+    fn scan_l2_u8_ahead(
+        &self,
+        kern: &Kernels,
+        qcode: &[u8],
+        li: usize,
+        heap: &mut Reservoir<u64>,
+        ubuf: &mut Vec<u32>,
+        ahead: &mut Ahead,
+    ) {
+        let dim = self.dim;
+        let list = &self.lists[li];
+        let n = list.len();
+        let loc = (li as u64) << 32;
+        ubuf.resize(CHUNK_ROWS, 0);
+        let mut r0 = 0;
+        while r0 < n {
+            let r1 = (r0 + CHUNK_ROWS).min(n);
+            ahead.advance(r1 - r0);
+            let out = &mut ubuf[..r1 - r0];
+            (kern.l2_u8_batch_pre)(
+                qcode,
+                &list.codes[r0 * dim..r1 * dim],
+                &list.terms[r0..r1],
+                out,
+            );
+            let mut thr = heap.threshold();
+            for (j, &v) in out.iter().enumerate() {
+                let sc = v as f32;
+                if sc <= thr {
+                    let row = r0 + j;
+                    heap.push(sc, list.ids[row], loc | row as u64);
+                    thr = heap.threshold();
+                }
+            }
+            r0 = r1;
+        }
     }
 
     /// Bytes the scan reads per stored vector.
@@ -292,6 +366,52 @@ fn push_all(heap: &mut Reservoir<u64>, scores: &[f32], ids: &[i64], loc: u64, ne
         if sc <= thr {
             heap.push(sc, ids[j], loc | j as u64);
             thr = heap.threshold();
+        }
+    }
+}
+
+/// A prefetch cursor over the u8 codes and l2 terms of a query's probed lists, in visiting
+/// order: `advance` hints the lines of the next rows after it to the cache.
+struct Ahead<'a> {
+    lists: &'a [super::InvList],
+    probes: &'a [u64],
+    /// The next row to prefetch: row `row` of the list of `probes[p]`.
+    p: usize,
+    row: usize,
+    dim: usize,
+}
+
+impl<'a> Ahead<'a> {
+    /// A cursor at the start of `probes[p]`, already `AHEAD_ROWS` rows ahead of it.
+    fn at(lists: &'a [super::InvList], probes: &'a [u64], p: usize, dim: usize) -> Self {
+        let mut a = Ahead {
+            lists,
+            probes,
+            p,
+            row: 0,
+            dim,
+        };
+        a.advance(AHEAD_ROWS);
+        a
+    }
+
+    /// Prefetches the next `rows` rows after the cursor, crossing into the following lists.
+    fn advance(&mut self, mut rows: usize) {
+        while rows > 0 && self.p < self.probes.len() {
+            let list = &self.lists[(self.probes[self.p] >> 32) as usize];
+            let n = list.len();
+            let take = rows.min(n - self.row);
+            if take > 0 {
+                let (a, b) = (self.row, self.row + take);
+                crate::kernels::prefetch(&list.codes[a * self.dim..b * self.dim]);
+                crate::kernels::prefetch(&list.terms[a..b]);
+            }
+            self.row += take;
+            rows -= take;
+            if self.row >= n {
+                self.p += 1;
+                self.row = 0;
+            }
         }
     }
 }
