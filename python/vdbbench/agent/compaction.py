@@ -11,7 +11,10 @@ from vdbbench.agent.facts import Facts
 
 # Rough size of a message's envelope (role, separators) in tokens, on top of its text.
 _MESSAGE_OVERHEAD = 4
-_TASK_SKIP = frozenset({"path", "start", "build", "tests", "limits", "session", "budgets", "prices", "card"})
+# Harness plumbing, and what the summary states in its own words (the reference line) or the
+# system prompt already carries in full (the hints), stay out of the summary's task lines.
+_TASK_SKIP = frozenset({"path", "start", "build", "tests", "limits", "session", "budgets", "prices", "card",
+                        "reference", "hints"})
 SUMMARY_HEADER = "## Session state (compacted from the journal; older turns were dropped)"
 
 

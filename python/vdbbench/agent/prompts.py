@@ -61,14 +61,12 @@ def fmt_qps(q: float | None) -> str:
 def repeat_text(card: TaskCard) -> str:
     """How one timed repeat is sized, read from the card: a duration on the judged clock, one
     `search` call per batch of one held-out slice, dev batches of the same shape."""
-    obj, ds = card.objective, card.dataset
+    obj = card.objective
     batch = card.batch_queries
-    return (f"each timed repeat runs for at least {obj.repeat_seconds:g} s on that clock, one `search` call per "
-            f"batch of {batch:,} held-out queries, cycling through its slice in a fresh order each pass "
-            f"({ds.heldout_queries:,} held-out queries in {max(1, ds.heldout_queries // batch)} slices); candidate "
-            f"and best see the same sequence, in {obj.repeats} to {obj.max_pairs} interleaved pairs. `benchmark` "
-            f"times {obj.dev_repeats} pairs of {obj.dev_repeat_seconds:g} s repeats on dev batches of the same "
-            f"size ({ds.dev_queries:,} dev queries). The QPS of a repeat is the queries it timed over its time.")
+    return (f"each timed repeat runs for at least {obj.repeat_seconds:g} s on that clock: `search` on batches of "
+            f"{batch:,} held-out queries, cycling through its slice in a fresh order each pass (candidate and best "
+            f"see the same sequence); `benchmark` times {obj.dev_repeats} pairs of {obj.dev_repeat_seconds:g} s "
+            f"repeats on dev batches of the same size. A repeat's QPS is the queries it timed over its time.")
 
 
 def best_text(card: TaskCard, qps: float | None, recall10: float | None, commit: str) -> str:
