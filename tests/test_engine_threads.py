@@ -121,6 +121,7 @@ def test_ctrl_c_interrupts_a_long_search_and_the_process_lives_on():
     script = textwrap.dedent(
         """
         import os, signal, threading, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the parent left it at
         import numpy as np
         import vdbbench as vb
         rng = np.random.default_rng(0)
@@ -183,6 +184,7 @@ def test_ctrl_c_interrupts_training_and_leaves_the_index_untrained():
     script = textwrap.dedent(
         """
         import os, signal, threading, time
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the parent left it at
         import numpy as np
         import vdbbench as vb
         rng = np.random.default_rng(0)

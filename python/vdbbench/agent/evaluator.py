@@ -628,7 +628,9 @@ class Evaluator:
         )
 
     def _fresh(self, proc: CandidateProcess, failures: dict) -> Metrics | None:
-        """One pass over each slice of the fresh queries (never seen before by any process)."""
+        """Each slice of the fresh queries (never seen before by any process), timed like a dev
+        repeat (at least `dev_repeat_seconds`, cycling the slice): a single cold pass of a small
+        slice times too briefly to compare with the held-out QPS. Its first pass is still apart."""
         data = self.data.fresh
         ids = np.full((data.queries.shape[0], self.card.objective.k), -1, dtype=np.int64)
         covered = np.zeros(data.queries.shape[0], dtype=bool)
@@ -636,7 +638,8 @@ class Evaluator:
         for r, sl in enumerate(self.slices("fresh")):
             proc.deadline = time.monotonic() + self.card.limits.eval_timeout_s
             try:
-                first, last, passes, _ = proc.repeat(np.ascontiguousarray(data.queries[sl]), _seed("fresh", r), 0.0)
+                first, last, passes, _ = proc.repeat(np.ascontiguousarray(data.queries[sl]), _seed("fresh", r),
+                                                     self.card.objective.dev_repeat_seconds)
             except WorkerDied as exc:
                 failures["candidate"] = Failure(exc.outcome, f"during the fresh-query search: {exc.text}")
                 return None
