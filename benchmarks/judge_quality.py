@@ -207,13 +207,19 @@ def main(argv=None) -> int:
         from vdbbench.agent import workspace as wsp
         from vdbbench.agent.task import load_task
 
+        # Each version in a cargo target folder of its own: cargo keys a path package by its place
+        # relative to the workspace, so the two repositories (same layout, sources older than the
+        # last build) would share one fingerprint and the second build would reuse the first's library.
         libs = {}
         for name in ("null", "power"):
             repo = work / f"{name}-repo"
-            res = wsp.build(repo, load_task(repo / "task.toml"), Path(os.environ["VDBBENCH_AGENT_TARGET_DIR"]), work / f"lib-{name}")
+            target = Path(os.environ["VDBBENCH_AGENT_TARGET_DIR"]) / f"true-gain-{name}"
+            res = wsp.build(repo, load_task(repo / "task.toml"), target, work / f"lib-{name}")
             if not res.ok:
                 raise SystemExit(f"building the {name} version failed: {res.errors}")
             libs[name] = work / f"lib-{name}" / "fixture_vdb.so"
+        if libs["null"].read_bytes() == libs["power"].read_bytes():
+            raise SystemExit("the fast and the slowed builds are the same library: the true gain cannot be measured")
         tg = true_gain(libs["null"], libs["power"], args.gain_batches, 2.0) if args.gain_batches else None
         out["true_gain"] = tg
     finally:

@@ -156,6 +156,17 @@ def test_jump_and_combined_verdict():
         verdict(clean, None, accepted, tolerance=1.5)
 
 
+def test_fresh_queries_are_held_against_seen_queries_timed_in_turns():
+    clean = audit_diff(HONEST_SIMD)
+    accepted = {"qps": 3000.0, "recall10": 0.96}
+    # A burst of load during the re-check slows fresh and seen turns alike: not a cache.
+    busy = verdict(clean, {"qps": 1200.0, "recall10": 0.96, "seen_qps": 1250.0}, accepted, tolerance=0.25)
+    assert busy.verdict == "clean"
+    # Seen queries answered far faster than fresh ones in the same window: a cache.
+    cached = verdict(clean, {"qps": 1200.0, "recall10": 0.96, "seen_qps": 3000.0}, accepted, tolerance=0.25)
+    assert cached.flagged and "answered before" in cached.texts()[-1]
+
+
 def test_review_after_a_plateau_once_per_n_and_reset_by_a_gain():
     j = JournalBuilder()
     j.start()

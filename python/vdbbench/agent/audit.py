@@ -196,8 +196,9 @@ def verdict(
 
     Flagged when the static audit flags; when the fresh evaluation is missing; or when on fresh
     queries recall falls under `recall_floor` or QPS falls more than `tolerance` (a fraction)
-    under what the accepting evaluation measured (a speed that only exists for queries seen
-    before is a cache). A jump over `best_before_qps` of `jump_factor` or more is recorded as a
+    under the QPS of seen queries (a speed that only exists for queries seen before is a
+    cache): the fresh evaluation's own `seen_qps` (held-out queries timed in turns with the
+    fresh ones) when it has one, else what the accepting evaluation measured. A jump over `best_before_qps` of `jump_factor` or more is recorded as a
     finding and audited harder: the fresh-query tolerance is halved for it. (A jump alone does
     not flag: the first real index over a brute-force scan is legitimately worth 10-50x.)
 
@@ -231,9 +232,14 @@ def verdict(
         if f_rec is None or f_rec < recall_floor:
             findings.append(Finding("re-evaluation", "flag", "re-evaluation",
                                     f"recall@10 on fresh queries is {f_rec}, under the floor {recall_floor}"))
-        if f_qps is None or (acc_qps and f_qps < acc_qps * (1 - tolerance)):
+        # Against the same process on held-out queries it had seen, timed in turns with the fresh
+        # ones (load hits both alike); without that, against the accepting evaluation.
+        seen_qps = fresh_eval.get("seen_qps")
+        ref_qps, ref_what = ((seen_qps, "on held-out queries it had answered before, timed in turns with them")
+                             if seen_qps else (acc_qps, "measured when it was accepted"))
+        if f_qps is None or (ref_qps and f_qps < ref_qps * (1 - tolerance)):
             findings.append(Finding(
                 "re-evaluation", "flag", "re-evaluation",
                 f"QPS on fresh queries {f_qps if f_qps is None else f'{f_qps:,.0f}'} is more than {tolerance:.0%} under "
-                f"the {acc_qps:,.0f} measured when it was accepted (answers cached for seen queries?)"))
+                f"the {ref_qps:,.0f} {ref_what} (answers cached for seen queries?)"))
     return AuditResult("flagged" if any(f.severity == "flag" for f in findings) else "clean", tuple(findings))

@@ -118,6 +118,8 @@ class Metrics:
     seconds: float = 0.0  # total timed seconds on `clock`
     own_qps: float | None = None  # beside a best: this process's own geometric-mean QPS (qps is then
     # the best's QPS times the paired gain, so that headline figures and gain agree)
+    seen_qps: float | None = None  # fresh-query metrics only: the same process on held-out queries it
+    # had answered before, timed in turns with the fresh ones (what the audit compares them with)
 
 
 @dataclass
@@ -628,22 +630,34 @@ class Evaluator:
         )
 
     def _fresh(self, proc: CandidateProcess, failures: dict) -> Metrics | None:
-        """Each slice of the fresh queries (never seen before by any process), timed like a dev
-        repeat (at least `dev_repeat_seconds`, cycling the slice): a single cold pass of a small
-        slice times too briefly to compare with the held-out QPS. Its first pass is still apart."""
-        data = self.data.fresh
+        """Each slice of the fresh queries (never seen before by any process) timed against a
+        held-out slice the candidate has already answered, in the order fresh, seen, seen, fresh,
+        each turn at least `dev_repeat_seconds` (cycling its slice). Answers cached for seen
+        queries show as the seen turns running faster than the fresh ones, while a burst of load
+        hits both alike: `seen_qps` is what the audit holds the fresh QPS against."""
+        data, seen = self.data.fresh, self.data.heldout
+        seen_slices = self.slices("heldout")
+        seconds = self.card.objective.dev_repeat_seconds
         ids = np.full((data.queries.shape[0], self.card.objective.k), -1, dtype=np.int64)
         covered = np.zeros(data.queries.shape[0], dtype=bool)
-        reps = []
+        reps, seen_reps = [], []
         for r, sl in enumerate(self.slices("fresh")):
-            proc.deadline = time.monotonic() + self.card.limits.eval_timeout_s
-            try:
-                first, last, passes, _ = proc.repeat(np.ascontiguousarray(data.queries[sl]), _seed("fresh", r),
-                                                     self.card.objective.dev_repeat_seconds)
-            except WorkerDied as exc:
-                failures["candidate"] = Failure(exc.outcome, f"during the fresh-query search: {exc.text}")
-                return None
-            ids[sl] = first
-            covered[sl] = True
-            reps.append(_Repeat(r, len(sl), passes, self.card.objective.clock_kind))
-        return self._metrics(reps, ids, ids, covered, data, proc.loaded, None)
+            seen_sl = seen_slices[r % len(seen_slices)]
+            for turn, split in enumerate(("fresh", "heldout", "heldout", "fresh")):
+                queries = data.queries[sl] if split == "fresh" else seen.queries[seen_sl]
+                proc.deadline = time.monotonic() + self.card.limits.eval_timeout_s
+                try:
+                    first, _, passes, _ = proc.repeat(np.ascontiguousarray(queries), _seed(split, 7919 * r + turn), seconds)
+                except WorkerDied as exc:
+                    failures["candidate"] = Failure(exc.outcome, f"during the fresh-query search: {exc.text}")
+                    return None
+                if split == "heldout":
+                    seen_reps.append(_Repeat(r, len(seen_sl), passes, self.card.objective.clock_kind))
+                    continue
+                if turn == 0:
+                    ids[sl] = first
+                    covered[sl] = True
+                reps.append(_Repeat(r, len(sl), passes, self.card.objective.clock_kind))
+        metrics = self._metrics(reps, ids, ids, covered, data, proc.loaded, None)
+        metrics.seen_qps = _geomean(rep.qps for rep in seen_reps)
+        return metrics

@@ -300,7 +300,7 @@ class Judge:
         cand, fresh = report.candidate, report.fresh
         s = self.card.session
         static = audit_mod.audit_diff(diff)
-        fresh_metrics = None if fresh is None else {"qps": fresh.qps, "recall10": fresh.recall10}
+        fresh_metrics = None if fresh is None else {"qps": fresh.qps, "recall10": fresh.recall10, "seen_qps": fresh.seen_qps}
         result = audit_mod.verdict(static, fresh_metrics, {"qps": cand.first_pass_qps or cand.qps, "recall10": cand.recall10},
                                    tolerance=s.fresh_tolerance, recall_floor=self.card.objective.recall_floor,
                                    best_before_qps=report.best.qps, jump_factor=s.jump_factor,
