@@ -55,7 +55,7 @@ EXTRA = """                let extra = list_ids.len() * EXTRA_PERCENT / 100;
                 std::hint::black_box(&mut extra_scores);
 """
 BUFFER = "        let mut scores = vec![0u32; longest];\n"
-CONSTS = "const PROBE_DIV: usize = 80;\n"
+CONSTS = "const SCAN_ROWS: usize = 1150;\n"
 COMMENT_AT = "/// The k nearest so far, sorted by (distance, id); `worst` is the admission threshold.\n"
 
 
@@ -212,8 +212,8 @@ def build_variant(work: Path, name: str, source: str, target: Path) -> Path:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--extra-percent", type=int, default=20,
-                    help="share of each probed list scanned a second time in submission 1 (default 20)")
+    ap.add_argument("--extra-percent", type=int, default=15,
+                    help="share of each probed list scanned a second time in submission 1 (default 15)")
     ap.add_argument("--repeat-seconds", type=float, help="override the card's objective.repeat_seconds")
     ap.add_argument("--gain-batches", type=int, default=10,
                     help="alternate batches per build for the direct timing of the gain (0: skip; default 10)")
