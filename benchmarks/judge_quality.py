@@ -119,18 +119,20 @@ def short(d: dict) -> str:
     return "  ".join(bits)
 
 
-def true_gain(fast_lib: Path, slow_lib: Path, batches: int, seconds: float, dim: int = 32) -> dict:
-    """Both builds loaded in this process, timed alternately over long batches (CPU time)."""
+def true_gain(fast_lib: Path, slow_lib: Path, batches: int, seconds: float, dim: int = 32,
+              module: str = "fixture_vdb", data: tuple | None = None) -> dict:
+    """Both builds loaded in this process, timed alternately over long batches (CPU time).
+    `data` is (base, queries); by default the fixture engine's small float set of `dim`."""
     import numpy as np
 
     from vdbbench.agent.harness_worker import load_class
     from vdbbench.datasets import synth
 
-    base, queries = synth.synth_float(3000, 2000, dim=dim, seed=7)
+    base, queries = data if data is not None else synth.synth_float(3000, 2000, dim=dim, seed=7)
     idx = {}
     for name, lib in (("fast", fast_lib), ("slow", slow_lib)):
-        cls = load_class(str(lib), "fixture_vdb", "IvfIndex")
-        ix = cls(dim=dim)
+        cls = load_class(str(lib), module, "IvfIndex")
+        ix = cls(dim=base.shape[1])
         ix.train(base)
         ix.add(base)
         idx[name] = ix
