@@ -144,3 +144,24 @@ def test_a_fast_best_still_accepts_a_ten_percent_gain_and_rejects_no_effect(tmp_
     assert none["pairs"] >= 5
     evals = [e for e in events if e["type"] == "evaluation" and e.get("best")]
     assert all(e["candidate"]["queries_timed"] > e["candidate"]["batch"] for e in evals)
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads /proc/<pid>/limits (Linux)")
+def test_every_worker_reads_the_judged_clock_alike(tmp_path):
+    """Candidate and kept best get the same limits: a CPU-time limit on one of them alone arms
+    its process CPU timer, whose clock then lags the running thread and reads it faster."""
+    import time
+
+    from vdbbench.agent.evaluator import CandidateProcess
+
+    card = load_task(FIXTURE / "task.toml")
+    card.limits.keep_best_worker = True
+    limits = []
+    for tag in ("candidate", "best"):
+        proc = CandidateProcess(tmp_path / "absent.so", card, tmp_path / f"{tag}.log", time.monotonic() + 30)
+        try:
+            text = Path(f"/proc/{proc.proc.pid}/limits").read_text()
+            limits.append([line for line in text.splitlines() if line.startswith("Max cpu time")])
+        finally:
+            proc.close()
+    assert limits[0] == limits[1] and "unlimited" in limits[0][0]
