@@ -1,12 +1,14 @@
 """Single-query QPS of an index built in this process, then of the same index saved and loaded.
 
-Usage: python benchmarks/results/perf/layout_probe.py [--dataset synth-sift-1m] [--nprobe 48]
+Usage: python benchmarks/perf/layout_probe.py [--dataset synth-sift-1m] [--nprobe 48]
 
 Why it exists: the 1M peer runs measured our single queries at half the QPS the same engine
 reached on an index loaded in a fresh process. The difference was where the lists' pages lay
 (perf.md section 7): rows pushed in input order, no huge pages. This prints both figures so a
 layout regression shows up; run it on a quiet machine (it builds a 1M index: ~30 s).
 """
+from usage import help_or_usage
+help_or_usage(__doc__)
 import sys, time
 import numpy as np
 import vdbbench as vb

@@ -1,12 +1,14 @@
 """Paired single-query timing of held-out headline points (what `heldout_check.py --reselect`
 reports only from the run's unpaired sweep timings).
 
-Usage: python benchmarks/results/perf/heldout_paired.py [--dataset synth-sift-1m] [--threads 1]
+Usage: python benchmarks/perf/heldout_paired.py [--dataset synth-sift-1m] [--threads 1]
        [--points 'ivf:nprobe=48,rerank=0;faiss-ivf-sqfp16:nprobe=64;faiss-ivfpq-fs:nprobe=232,k_factor=16']
 Builds ours, loads the faiss peers from the benchmark's index cache (builds them if absent),
 then times each point on 300 held-out queries (rows 1000..1299 of the test set, which the 1M
 runs never used), interleaved, 5 rounds; prints the median QPS and ours / each.
 """
+from usage import help_or_usage
+help_or_usage(__doc__)
 import statistics
 import sys
 

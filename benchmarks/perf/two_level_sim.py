@@ -5,10 +5,12 @@ groups best-first until they hold F * nprobe centroids, and searches the lists c
 with `search_preassigned`: recall@10 against flat routing, same queries, and the share of
 centroids scored.
 
-Usage: python benchmarks/results/perf/two_level_sim.py DATASET FAISS_IVF_FLAT_INDEX_NAME NPROBES
+Usage: python benchmarks/perf/two_level_sim.py DATASET FAISS_IVF_FLAT_INDEX_NAME NPROBES
 (the index name is a file stem under $VDBBENCH_DATA/indexes, e.g. faiss-ivf-flat-3345e45f391b88c67cb6;
 NPROBES comma-separated).
 """
+from usage import help_or_usage
+help_or_usage(__doc__, 3)
 import faiss, numpy as np, sys
 from vdbbench.datasets.loader import resolve
 from vdbbench.datasets.registry import data_dir

@@ -1,10 +1,12 @@
 """A/B of two engine builds: an old build's module vs the installed one, same index file, interleaved.
 
-Usage: python benchmarks/results/perf/ab_builds.py DATASET INDEX.vdb NPROBE|- RERANK|- ROUNDS OLD_DIR
+Usage: python benchmarks/perf/ab_builds.py DATASET INDEX.vdb NPROBE|- RERANK|- ROUNDS OLD_DIR
 OLD_DIR holds oldvdb/__init__.py and oldvdb/_rust_vdb.cpython-*.so (a copy of the build before
 the change; the module keeps its PyInit name, so both load in one process). "-" = engine default.
 One-thread QPS is on process CPU time (a busy shared machine's preemption is not counted).
 """
+from usage import help_or_usage
+help_or_usage(__doc__, 5)
 import sys, time, statistics, importlib.util, numpy as np
 sys.path.insert(0, sys.argv[6] if len(sys.argv) > 6 else "/tmp/perfP/old")
 import oldvdb._rust_vdb as old

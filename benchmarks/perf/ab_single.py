@@ -1,7 +1,10 @@
 #!/usr/bin/env python
 """Paired A/B of two builds in one process, single queries (one per call), same index file.
 1 thread: process CPU time; 2 threads: wall time (the query is shared by two threads).
-Usage: ab_single.py DATASET INDEX OLDPKG NPROBE NQ ROUNDS"""
+Usage: python benchmarks/perf/ab_single.py DATASET INDEX.vdb OLDPKG NPROBE NQ ROUNDS
+OLDPKG holds oldvdb/__init__.py and oldvdb/_rust_vdb.cpython-*.so (a copy of the old build)."""
+from usage import help_or_usage
+help_or_usage(__doc__, 6)
 import sys, time, statistics, numpy as np
 sys.path.insert(0, sys.argv[3])
 import oldvdb._rust_vdb as old

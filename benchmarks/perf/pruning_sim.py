@@ -6,8 +6,10 @@ distance: (||q - c|| - r)^2 with r the list's radius (its farthest member from c
 bound a list's centroid and one number per list give. A skipped list could not change the
 results, so the count is the most this idea can save.
 
-Usage: python benchmarks/results/perf/pruning_sim.py DATASET FAISS_IVF_FLAT_INDEX_NAME NPROBE [NQ]
+Usage: python benchmarks/perf/pruning_sim.py DATASET FAISS_IVF_FLAT_INDEX_NAME NPROBE [NQ]
 """
+from usage import help_or_usage
+help_or_usage(__doc__, 3)
 import sys
 
 import faiss

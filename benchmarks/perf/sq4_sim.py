@@ -5,8 +5,10 @@ Codes: 16 uniform levels per dimension over the data's range ("global"), or over
 percentile range of residuals to the list centroid ("residual"). Candidates = the R best by the
 decoded 4-bit distance over the probed lists; results = their 10 best by exact distance.
 
-Usage: python benchmarks/results/perf/sq4_sim.py
+Usage: python benchmarks/perf/sq4_sim.py
 """
+from usage import help_or_usage
+help_or_usage(__doc__)
 import faiss
 import numpy as np
 from vdbbench.datasets.loader import resolve

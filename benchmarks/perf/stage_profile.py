@@ -1,9 +1,11 @@
 """Stage breakdown (last_search_stats) of ivf u8+f16, batch and single, one thread.
 
-Usage: python benchmarks/results/perf/stage_profile.py NPROBE RERANK [--rebuild] [--dataset NAME] [--queries N]
+Usage: python benchmarks/perf/stage_profile.py NPROBE RERANK [--rebuild] [--dataset NAME] [--queries N]
 (default synth-sift-100k, all its queries; the index is built once and kept in
 /tmp/perfP/<dataset>.vdb; the best of 3 passes is shown).
 """
+from usage import help_or_usage
+help_or_usage(__doc__, 2)
 import sys, time, os, numpy as np
 import vdbbench as vb
 from vdbbench.datasets.loader import resolve

@@ -1,6 +1,9 @@
 """Per-call overhead of one search: a tiny index (dim 128, 1 list of 16 rows, u8+f16), k=1 nprobe=1,
 against a no-op PyO3 call (the `dim` getter) and a getter that releases the interpreter (`ntotal`).
-Times per call in µs (process CPU time), median of R rounds of N calls. Usage: overhead.py [PKGPATH]"""
+Times per call in µs (process CPU time), median of R rounds of N calls.
+Usage: python benchmarks/perf/call_overhead.py [OLDPKG]  (OLDPKG: a folder holding oldvdb/, an old build)"""
+from usage import help_or_usage
+help_or_usage(__doc__)
 import sys, time, statistics, numpy as np
 if len(sys.argv) > 1:
     sys.path.insert(0, sys.argv[1]); import oldvdb._rust_vdb as m

@@ -4,10 +4,12 @@ the builds interleaved with their order alternating per round. Prints whether bo
 same results, then the median new/old ratio of the rounds, the best-of-rounds ratio and the
 ratio of the five best rounds (on a shared machine other jobs only ever slow a round down).
 
-Usage: python benchmarks/results/perf/ab_batch.py DATASET INDEX.vdb OLD_DIR NEW_DIR ROUNDS [NPROBE|-] [RERANK|-]
+Usage: python benchmarks/perf/ab_batch.py DATASET INDEX.vdb OLD_DIR NEW_DIR ROUNDS [NPROBE|-] [RERANK|-]
 Each DIR holds oldvdb/_rust_vdb.cpython-*.so, a copy of one build's extension (both load under
 their own file, so any two builds can be compared; run OLD_DIR against itself for the noise).
 """
+from usage import help_or_usage
+help_or_usage(__doc__, 5)
 import sys, time, statistics, importlib.util, numpy as np
 from vdbbench.datasets.loader import resolve
 def load(d, name):

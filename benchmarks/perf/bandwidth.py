@@ -1,6 +1,6 @@
 """One-thread DRAM read bandwidth probe (numpy), the yardstick for bytes-scanned x QPS in perf.md.
 
-Usage: python benchmarks/results/perf/bandwidth.py [--mib 512] [--repeats 5]
+Usage: python benchmarks/perf/bandwidth.py [--mib 512] [--repeats 5]
 Reads a buffer far larger than any cache with two reductions numpy vectorizes (float32 sum,
 int64 bitwise-or) and prints the best GB/s of each over the repeats.
 """
