@@ -1,6 +1,6 @@
 """The README's performance table, from the result folders `peer_table.py` wrote.
 
-Usage: python benchmarks/readme_table.py benchmarks/results/perf-v2 benchmarks/results/perf-1m-v2 ...
+Usage: python benchmarks/readme_table.py benchmarks/results/peers-synth-sift-100k-g2-2026-11-30-386e2ed benchmarks/results/peers-synth-sift-1m-g2-2026-11-30-386e2ed ...
 
 Per folder (one dataset) and mode: our paired QPS at the headline, the best faiss IVF peer (the
 one with the smallest ours/peer ratio, i.e. the hardest), that ratio, faiss HNSW32 and its ratio,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from test_agent_long_journal import JournalBuilder
-from vdbbench.agent import report
+from vdbbench.agent import report, report_cli, report_plots
 from vdbbench.agent.compaction import one_line, build_state_summary
 from vdbbench.agent.facts import Facts, Usage
 from vdbbench.agent.machine import machine
@@ -57,12 +57,12 @@ def test_one_fold_serves_usage_baseline_best_and_reference():
 def test_report_draws_the_reference_line_and_prints_the_fraction(tmp_path, capsys):
     j = session()
     j.write(tmp_path / "run")
-    drawn = report.staircase(tmp_path / "run", tmp_path / "s.png")
+    drawn = report_plots.staircase(tmp_path / "run", tmp_path / "s.png")
     assert drawn["n_points"] == 2 and (tmp_path / "s.png").stat().st_size > 10_000
     from rich.console import Console
 
     console = Console(width=200, record=True)
-    report.print_report(report.load_events(tmp_path / "run"), console=console)
+    report_cli.print_report(report.load_events(tmp_path / "run"), console=console)
     text = console.export_text()
     assert "reference" in text and "2,000 QPS" in text and "25.0% of it" in text
     assert "not seen by the model" in text

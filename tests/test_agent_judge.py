@@ -152,7 +152,7 @@ def test_every_worker_reads_the_judged_clock_alike(tmp_path):
     its process CPU timer, whose clock then lags the running thread and reads it faster."""
     import time
 
-    from vdbbench.agent.evaluator import CandidateProcess
+    from vdbbench.agent.candidate import CandidateProcess
 
     card = load_task(FIXTURE / "task.toml")
     card.limits.keep_best_worker = True

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vdbbench.agent import report
+from vdbbench.agent import report, report_plots
 from vdbbench.agent.compaction import chars_tokens
 from vdbbench.agent.journal import read_events
 from vdbbench.agent.loop import Session
@@ -265,7 +265,7 @@ def test_the_cheating_candidate_is_flagged_and_never_the_best(long_run):
 def test_report_has_one_point_per_submission_and_every_accepted_change(long_run, tmp_path):
     run_dir, *_ = long_run
     events = report.load_events(run_dir)
-    drawn = report.staircase(run_dir, tmp_path / "staircase.png")
+    drawn = report_plots.staircase(run_dir, tmp_path / "staircase.png")
     assert drawn["n_points"] == 40
     assert drawn["points"] == report.totals(events)["outcomes"]
     assert drawn["points"]["accepted"] == 2 and drawn["points"]["flagged"] == 1

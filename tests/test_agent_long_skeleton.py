@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from vdbbench.agent import workspace as wsp
-from vdbbench.agent.evaluator import Evaluator, make_eval_data
+from vdbbench.agent.eval_data import make_eval_data
+from vdbbench.agent.evaluator import Evaluator
 from vdbbench.agent.task import load_task
 from vdbbench.datasets.synth import synth_sift
 

@@ -10,8 +10,9 @@ import matplotlib.image as mpimg
 import pytest
 from rich.console import Console
 
-from vdbbench.agent import report
-from vdbbench.agent.report import ReportError, accepted_table, best_curve, compare_runs, staircase, totals
+from vdbbench.agent import report, report_cli
+from vdbbench.agent.report import ReportError, accepted_table, best_curve, totals
+from vdbbench.agent.report_plots import compare_runs, staircase
 
 from test_agent_long_journal import JournalBuilder
 
@@ -95,7 +96,7 @@ def test_compare_runs_and_cli_commands(tmp_path, capsys):
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    report.register_report_commands(sub)
+    report_cli.register_report_commands(sub)
     args = parser.parse_args(["report", str(tmp_path / "a")])
     assert args.func(args) == 0
     out = capsys.readouterr().out
@@ -117,7 +118,7 @@ def test_bad_runs_are_usage_errors_saying_what_was_expected(tmp_path):
     with pytest.raises(ReportError, match="holds no journal.jsonl"):
         report.load_events(tmp_path / "empty")
     parser = argparse.ArgumentParser()
-    report.register_report_commands(parser.add_subparsers())
+    report_cli.register_report_commands(parser.add_subparsers())
     args = parser.parse_args(["report", str(tmp_path / "empty")])
     with pytest.raises(UsageError, match="journal.jsonl"):
         args.func(args)
@@ -131,7 +132,7 @@ def test_print_report_with_no_accepted_change():
     j.start()
     j.submit("build_failed", message="oops", reason="error")
     buf = io.StringIO()
-    report.print_report(j.events, console=Console(file=buf, width=120))
+    report_cli.print_report(j.events, console=Console(file=buf, width=120))
     text = buf.getvalue()
     assert "no change was accepted" in text and "1 build_failed" in text
 
@@ -139,7 +140,7 @@ def test_print_report_with_no_accepted_change():
 def test_runs_are_found_by_name_under_the_runs_directory(tmp_path, capsys):
     long_session().write(tmp_path / "runs" / "20260101-fixture")
     parser = argparse.ArgumentParser()
-    report.register_report_commands(parser.add_subparsers())
+    report_cli.register_report_commands(parser.add_subparsers())
     args = parser.parse_args(["report", "20260101-fixture", "--runs-dir", str(tmp_path / "runs"), "-o", str(tmp_path / "s.png")])
     assert args.func(args) == 0 and (tmp_path / "s.png").exists()
     args = parser.parse_args(["compare", "20260101-fixture", "--runs-dir", str(tmp_path / "runs"), "-o", str(tmp_path / "c.png")])

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("VDBBENCH_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("VDBBENCH_CHROMEDRIVER", "/usr/bin/chromedriver")
 BASELINE = REPO / "benchmarks" / "baselines" / "synth-sift-20k"
-PERF_1M = REPO / "benchmarks" / "results" / "perf-1m-v4"
+PERF_1M = REPO / "benchmarks" / "results" / "peers-synth-sift-1m-g2-2026-11-30-386e2ed"
 
 pytestmark = pytest.mark.browser
 

@@ -1,4 +1,4 @@
-"""`vdbbench agent ...`: run, resume and export optimization sessions (report/compare from report.py)."""
+"""`vdbbench agent ...`: run, resume and export optimization sessions (report/compare from report_cli.py)."""
 
 from __future__ import annotations
 
@@ -34,12 +34,9 @@ def register(subparsers) -> None:
     exp.add_argument("--runs-dir", default="runs")
     exp.set_defaults(func=cmd_export)
 
-    try:
-        from vdbbench.agent import report
-    except ImportError:
-        report = None
-    if report is not None and hasattr(report, "register_report_commands"):
-        report.register_report_commands(sub)
+    from vdbbench.agent.report_cli import register_report_commands
+
+    register_report_commands(sub)
 
     from vdbbench.agent.tournament_cli import register_tournament_commands
 

@@ -1,357 +1,28 @@
 """The measuring half of the judge: runs candidate builds in processes it owns and times them
 against the best on held-out queries, in closely paired repeats of a set duration (the deciding
-half, the sequential test, is vdbbench.agent.judge)."""
+half, the sequential test, is vdbbench.agent.judge). The data it measures on is
+vdbbench.agent.eval_data, the process it drives vdbbench.agent.candidate, what it returns
+vdbbench.agent.eval_report."""
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import math
-import os
-import resource
-import select
-import signal
-import struct
-import subprocess
-import sys
 import time
 import weakref
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from vdbbench.agent import harness_worker
+from vdbbench.agent.candidate import CandidateProcess, WorkerDied
+from vdbbench.agent.eval_data import EvalData, Split
+from vdbbench.agent.eval_report import EvalReport, Failure, Metrics
 from vdbbench.agent.task import TaskCard
 from vdbbench.agent.timing_lock import timing_lock
 from vdbbench.common.recall import id_recall, knn_recall
 
-WORKER = Path(harness_worker.__file__).resolve()
-
-
-# -- data ------------------------------------------------------------------------------------
-
-@dataclass
-class Split:
-    queries: np.ndarray
-    gt_ids: np.ndarray
-    gt_dist: np.ndarray  # natural units (Euclidean for l2), as vdbbench.common.recall expects
-
-
-@dataclass
-class EvalData:
-    """Base vectors and the three disjoint query splits; only the harness process holds these."""
-
-    base: np.ndarray
-    metric: str
-    dev: Split
-    heldout: Split
-    fresh: Split
-    dataset: dict | None = None  # what was loaded: name, synthetic (a replica stands in), note
-
-
-def make_eval_data(card: TaskCard) -> EvalData:
-    """The card's data set with disjoint dev, held-out and fresh query splits and exact ground truth.
-
-    Generated sets draw all three splits from the generator's query process in one call (so they
-    are disjoint draws of the same distribution); registered sets (e.g. sift-1m) split their own
-    query file, which must hold enough queries.
-    """
-    from vdbbench.datasets import compute_groundtruth, load_dataset, synth
-
-    ds = card.dataset
-    nq = ds.dev_queries + ds.heldout_queries + ds.fresh_queries
-    metric = ds.metric
-    k = max(card.objective.k, 10)
-    known = None  # ground truth that came with the data set, reused when deep enough
-    identity = {"name": ds.name, "synthetic": True, "n": ds.n}
-    if ds.generator == "synth_sift":
-        base, queries = synth.synth_sift(ds.n, nq, seed=ds.seed, dim=ds.dim)
-    elif ds.generator == "synth_float":
-        base, queries = synth.synth_float(ds.n, nq, dim=ds.dim, seed=ds.seed)
-    else:
-        loaded = load_dataset(ds.name, seed=ds.seed, progress=False)
-        base, queries, metric = loaded.train, loaded.test, loaded.metric
-        if queries.shape[0] < nq:
-            raise ValueError(f"data set {ds.name} has {queries.shape[0]} queries; the task's splits need {nq}")
-        queries = queries[:nq]
-        identity = {"name": ds.name, "loaded": loaded.name, "synthetic": bool(loaded.synthetic),
-                    "n": int(base.shape[0]), "sha256": loaded.sha256}
-        if loaded.synthetic:
-            identity["note"] = f"{ds.name} is not available here (offline): its generated replica {loaded.name} was used"
-        if loaded.neighbors is not None and loaded.distances is not None and loaded.neighbors.shape[1] >= k:
-            known = (loaded.neighbors[:nq, :k], loaded.distances[:nq, :k])
-    cuts = np.cumsum([ds.dev_queries, ds.heldout_queries])
-    splits = []
-    for rows in np.split(np.arange(nq), cuts):
-        q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32)[rows])
-        if known is not None:
-            ids, dist = np.ascontiguousarray(known[0][rows]), np.ascontiguousarray(known[1][rows])
-        else:
-            ids, dist = compute_groundtruth(base, q, metric, k=k)
-        splits.append(Split(q, ids, dist))
-    return EvalData(np.ascontiguousarray(base, dtype=np.float32), metric, *splits, dataset=identity)
-
-
-# -- results ---------------------------------------------------------------------------------
-
-@dataclass
-class Metrics:
-    qps: float  # geometric mean over the timed repeats of (queries timed / seconds on `clock`)
-    recall10: float  # on the first pass over each slice searched
-    recall10_ids: float
-    p50_ms: float  # median per-query milliseconds over the timed repeats (on `clock`)
-    repeats: int
-    qps_samples: list[float]
-    clock: str = "wall"  # what qps is measured on: "wall" or "cpu" (process CPU time)
-    wall_qps: float = 0.0  # the wall-clock QPS beside it, whatever the clock
-    train_s: float = 0.0
-    add_s: float = 0.0
-    stats: dict | None = None
-    queries_timed: int = 0  # every query of every pass of every repeat
-    batch: int = 0  # queries per search call
-    first_pass_qps: float = 0.0  # geometric mean over repeats of the first pass alone
-    later_pass_qps: float | None = None  # ... of the later passes (None when no repeat had two)
-    later_recall10: float | None = None  # recall of each slice's last pass (equal to recall10 unless answers drift)
-    seconds: float = 0.0  # total timed seconds on `clock`
-    own_qps: float | None = None  # beside a best: this process's own geometric-mean QPS (qps is then
-    # the best's QPS times the paired gain, so that headline figures and gain agree)
-    seen_qps: float | None = None  # fresh-query metrics only: the same process on held-out queries it
-    # had answered before, timed in turns with the fresh ones (what the audit compares them with)
-
-
-@dataclass
-class Failure:
-    outcome: str  # "crashed" | "timed_out"
-    text: str
-
-
-@dataclass
-class EvalReport:
-    split: str
-    candidate: Metrics | None
-    best: Metrics | None
-    gain: float | None  # exp(mean of the per-pair log-ratios) - 1 = candidate.qps / best.qps - 1
-    p_value: float | None = None  # kept for old journals; the sequential test states its own levels
-    failure: Failure | None = None
-    best_failure: Failure | None = None
-    pairs: int = 0  # candidate/best pairs timed (0 without a best)
-    log_ratios: list[float] | None = None  # ln(candidate QPS / best QPS) of each pair, in order
-    spread: float | None = None  # standard deviation of the per-pair log-ratios (~ relative spread)
-    cache_ratio: float | None = None  # median (later/first pass speed-up), candidate over best
-    stopped: str = ""  # why the pairs stopped: "decided", "cap", "recall", "fixed"
-    fresh: Metrics | None = None  # the candidate on fresh queries, in the same process
-    repeat_seconds: float = 0.0
-    lock_wait_s: float = 0.0
-    dataset: dict | None = None
-
-    def journal_payload(self) -> dict:
-        return {
-            "split": self.split,
-            "candidate": asdict(self.candidate) if self.candidate else None,
-            "best": asdict(self.best) if self.best else None,
-            "gain": self.gain,
-            "p_value": self.p_value,
-            "failure": asdict(self.failure) if self.failure else None,
-            "pairs": self.pairs,
-            "log_ratios": [round(x, 5) for x in self.log_ratios] if self.log_ratios else None,
-            "spread": self.spread,
-            "cache_ratio": self.cache_ratio,
-            "stopped": self.stopped,
-            "fresh": asdict(self.fresh) if self.fresh else None,
-            "repeat_seconds": self.repeat_seconds,
-            "batch": self.candidate.batch if self.candidate else None,
-            "lock_wait_s": round(self.lock_wait_s, 3),
-            "dataset": self.dataset,
-        }
-
-
-# -- the candidate process -------------------------------------------------------------------
-
-class WorkerDied(Exception):
-    def __init__(self, outcome: str, text: str):
-        super().__init__(text)
-        self.outcome = outcome
-        self.text = text
-
-
-def _encode(header: dict, arrays: dict) -> bytes:
-    buf = io.BytesIO()
-    harness_worker.write_frame(buf, header, arrays)
-    return buf.getvalue()
-
-
-class CandidateProcess:
-    """One loaded build in its own process group, under a deadline and an address-space cap."""
-
-    def __init__(self, library: Path, card: TaskCard, log_path: Path, deadline: float):
-        self.card = card
-        self.deadline = deadline
-        self.log_path = log_path
-        mem = card.limits.memory_mb * 1024 * 1024
-        threads = str(card.objective.threads)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "VDBBENCH_AGENT"))}
-        env.update(RAYON_NUM_THREADS=threads, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS="1",
-                   MKL_NUM_THREADS="1", RUST_BACKTRACE="0")
-
-        cpu = int(card.limits.eval_timeout_s * max(1, card.objective.threads) * 2) + 10
-
-        def limit():  # runs in the child before exec
-            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            # Safety net for a harness that dies without cleaning up (SIGKILL): on Linux the kernel
-            # ends the worker as soon as the harness is gone; elsewhere its CPU limit ends a
-            # spinning one. Not both: a finite RLIMIT_CPU arms the process CPU timer, and with it
-            # armed Linux reads the process CPU clock (the judged clock) from a total that lags
-            # the running thread by up to a scheduler tick, so a worker with the limit read ~2-4%
-            # faster than one without (A/A at 1M, 7 of 7 evaluations, while only the kept best
-            # had none). Every worker is treated alike on each platform.
-            if not sys.platform.startswith("linux"):
-                resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-            else:
-                import ctypes
-
-                ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-        self.log = log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.log, env=env, cwd=str(log_path.parent), start_new_session=True,
-            preexec_fn=limit,
-        )
-        self.library = library
-        self.wall_seconds = 0.0  # wall-clock seconds of the last search, beside the judged clock
-        self.loaded: dict = {}  # the load reply (train_s, add_s)
-
-    # I/O under the deadline
-    def _send(self, header: dict, arrays: dict | None = None) -> None:
-        try:
-            self.proc.stdin.write(_encode(header, arrays or {}))
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise self._death() from None
-
-    def _read_exact(self, n: int) -> bytes:
-        fd = self.proc.stdout.fileno()
-        chunks, got = [], 0
-        while got < n:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise self._timeout()
-            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-            if not ready:
-                continue
-            chunk = os.read(fd, min(n - got, 1 << 20))
-            if not chunk:
-                raise self._death()
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
-
-    def _recv(self) -> tuple[dict, dict]:
-        (n,) = struct.unpack(">I", self._read_exact(4))
-        if n > 1 << 20:
-            raise WorkerDied("crashed", "the candidate process corrupted the harness protocol")
-        header = json.loads(self._read_exact(n))
-        arrays = {}
-        for name in header.get("arrays", []):
-            (m,) = struct.unpack(">Q", self._read_exact(8))
-            arrays[name] = np.load(io.BytesIO(self._read_exact(m)), allow_pickle=False)
-        if not header.get("ok"):
-            raise WorkerDied("crashed", header.get("error", "unknown error") + "\n" + header.get("traceback", ""))
-        return header, arrays
-
-    def _stderr_tail(self, limit: int = 1500) -> str:
-        self.log.flush()
-        try:
-            data = self.log_path.read_bytes()[-limit:]
-        except OSError:
-            return ""
-        return data.decode(errors="replace").strip()
-
-    def _death(self) -> WorkerDied:
-        rc = self.proc.wait(timeout=10)
-        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exited with status {rc}"
-        tail = self._stderr_tail()
-        return WorkerDied("crashed", f"the candidate process {how}" + (f"; its stderr ends with:\n{tail}" if tail else ""))
-
-    def _timeout(self) -> WorkerDied:
-        self.kill()
-        return WorkerDied("timed_out", f"the candidate did not finish within the {self.card.limits.eval_timeout_s:.0f} s limit; its process group was killed")
-
-    def load(self, base: np.ndarray) -> dict:
-        e = self.card.entry
-        self._send({"cmd": "load", "path": str(self.library), "module": e.module, "cls": e.cls,
-                    "dim": int(base.shape[1]), "build_args": e.build_args}, {"base": base})
-        header, _ = self._recv()
-        self.loaded = header
-        return header
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def repeat(self, queries: np.ndarray, seed: int, min_seconds: float, stats: bool = False) -> tuple[np.ndarray, np.ndarray, list, dict | None]:
-        """One timed repeat (see harness_worker.timed_repeat): (first ids, last ids, [[cpu, wall]...], stats)."""
-        self._send({"cmd": "repeat", "search_args": self.card.entry.search_args, "stats": stats, "seed": int(seed),
-                    "min_seconds": float(min_seconds), "clock": self.card.objective.clock_kind}, {"queries": queries})
-        header, arrays = self._recv()
-        k = self.card.objective.k
-        for name in ("ids", "last_ids"):
-            ids = arrays.get(name)
-            if ids is None or ids.ndim != 2 or ids.shape[0] != queries.shape[0] or ids.shape[1] < k:
-                shape = None if ids is None else ids.shape
-                raise WorkerDied("crashed", f"search returned ids of shape {shape}; expected ({queries.shape[0]}, {k})")
-            if not np.issubdtype(ids.dtype, np.integer):
-                raise WorkerDied("crashed", f"search returned ids of dtype {ids.dtype}; expected integers")
-        passes = header.get("passes") or []
-        if not passes:
-            raise WorkerDied("crashed", "the candidate process timed no pass")
-        return arrays["ids"][:, :k], arrays["last_ids"][:, :k], passes, header.get("stats")
-
-    def search(self, queries: np.ndarray, stats: bool = False) -> tuple[np.ndarray, float, dict | None]:
-        self._send({"cmd": "search", "search_args": self.card.entry.search_args, "stats": stats}, {"queries": queries})
-        header, arrays = self._recv()
-        ids = arrays.get("ids")
-        k = self.card.objective.k
-        if ids is None or ids.ndim != 2 or ids.shape[0] != queries.shape[0] or ids.shape[1] < k:
-            shape = None if ids is None else ids.shape
-            raise WorkerDied("crashed", f"search returned ids of shape {shape}; expected ({queries.shape[0]}, {k})")
-        if not np.issubdtype(ids.dtype, np.integer):
-            raise WorkerDied("crashed", f"search returned ids of dtype {ids.dtype}; expected integers")
-        seconds = float(header["cpu_seconds"] if self.card.objective.clock_kind == "cpu" else header["seconds"])
-        self.wall_seconds = float(header["seconds"])
-        return ids, seconds, header.get("stats")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self._send({"cmd": "exit"})
-                self.proc.wait(timeout=5)
-            except (WorkerDied, subprocess.TimeoutExpired):
-                pass
-        self.kill()
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
-        self.log.close()
-
-
-# -- evaluation ------------------------------------------------------------------------------
 
 def _geomean(xs) -> float:
     xs = np.asarray(list(xs), dtype=float)
@@ -584,6 +255,8 @@ class Evaluator:
         j = 0
         while order and (j == 0 or any(judged[n] < seconds for n in order)):
             for name in (order if j % 2 == 0 else list(reversed(order))):
+                if j > 0 and judged[name] >= seconds:
+                    continue  # done: when one pass outlasts the repeat (a far slower side), no more of them
                 p = procs[name]
                 p.deadline = time.monotonic() + self.card.limits.eval_timeout_s
                 try:

@@ -50,7 +50,8 @@ import numpy as np
 
 from vdbbench.agent import audit as audit_mod
 from vdbbench.agent import workspace as wsp
-from vdbbench.agent.evaluator import EvalReport, Evaluator, Metrics
+from vdbbench.agent.eval_report import EvalReport, Metrics
+from vdbbench.agent.evaluator import Evaluator
 from vdbbench.agent.startup import METRICS_TRAILER
 from vdbbench.agent.task import TaskCard
 

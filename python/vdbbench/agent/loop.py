@@ -27,7 +27,8 @@ from typing import Callable
 from vdbbench.agent import compaction, prompts, review, startup
 from vdbbench.agent import workspace as wsp
 from vdbbench.agent.budget import Budgets, PriceTable, exceeded, price_table
-from vdbbench.agent.evaluator import Evaluator, make_eval_data
+from vdbbench.agent.eval_data import make_eval_data
+from vdbbench.agent.evaluator import Evaluator
 from vdbbench.agent.facts import Facts, Usage
 from vdbbench.agent.journal import Journal
 from vdbbench.agent.judge import Judge, decision_text

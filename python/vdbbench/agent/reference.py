@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from vdbbench.agent import workspace as wsp
-from vdbbench.agent.evaluator import EvalData, Evaluator
+from vdbbench.agent.eval_data import EvalData
+from vdbbench.agent.evaluator import Evaluator
 from vdbbench.agent.task import Build, Entry, TaskCard
 from vdbbench.bench.results import cpu_model
 

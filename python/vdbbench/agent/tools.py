@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from vdbbench.agent import workspace as wsp
-from vdbbench.agent.evaluator import EvalReport
+from vdbbench.agent.eval_report import EvalReport
 from vdbbench.agent.review import stats_stages
 from vdbbench.agent.task import TaskCard
 from vdbbench.agent.workspace import PathRefused, resolve_path

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from vdbbench.agent.report import (
-    OUTCOME_STYLE, _duration, _fmt_qps, accepted_table, best_curve, journal_path, load_events, short_stat, totals,
+    OUTCOME_STYLE, accepted_table, best_curve, fmt_duration, fmt_qps, journal_path, load_events, short_stat, totals,
 )
 from vdbbench.pages.html import Raw, cards, document, esc, facts, figure, script_json, table, write
 
@@ -161,7 +161,7 @@ _HOVER = ("<b>iteration %{x}: %{customdata[1]}</b><br>%{customdata[2]}<br>%{cust
 
 
 def _hover(s: dict) -> list:
-    figures = (f"{_fmt_qps(s['qps'])} QPS" + (f", recall@10 {s['recall10']:.4f}" if s["recall10"] is not None else "")
+    figures = (f"{fmt_qps(s['qps'])} QPS" + (f", recall@10 {s['recall10']:.4f}" if s["recall10"] is not None else "")
                if s["qps"] is not None else "no QPS measured")
     msg = " ".join(str(s["message"] or "").split())
     return [s["n"], s["label"], figures, esc(msg[:90] + ("…" if len(msg) > 90 else ""))]
@@ -203,7 +203,7 @@ def staircase_figure(events: Sequence[Mapping[str, Any]], subs: Sequence[dict], 
                             line=dict(color=_color(outcome), width=2))), row=2, col=1)
     for i, ref in enumerate(refs):
         fig.add_hline(y=ref["qps"], line=dict(color="#4d4d4d", dash="dash", width=1.3), row=1, col=1,
-                      annotation_text=f"{ref['label']}: {_fmt_qps(ref['qps'])} QPS", annotation_position="top left")
+                      annotation_text=f"{ref['label']}: {fmt_qps(ref['qps'])} QPS", annotation_position="top left")
     qps_all = [s["qps"] for s in measured] + list(ys) + [r["qps"] for r in refs]
     qps_all = [q for q in qps_all if q and q > 0]
     log = bool(qps_all) and max(qps_all) / min(qps_all) > 20
@@ -323,14 +323,14 @@ wire();
 
 
 def _totals_html(info: dict, refs: Sequence[dict]) -> Raw:
-    best = _fmt_qps(info["best_qps"]) + (f" (×{info['speedup']:.2f})" if info["speedup"] else "")
+    best = fmt_qps(info["best_qps"]) + (f" (×{info['speedup']:.2f})" if info["speedup"] else "")
     items = [("submissions", info["submissions"]), ("accepted", info["accepted"]), ("best QPS", best),
-             ("start QPS", _fmt_qps(info["baseline_qps"])), ("tool calls", f"{info['tool_calls']:,}"),
+             ("start QPS", fmt_qps(info["baseline_qps"])), ("tool calls", f"{info['tool_calls']:,}"),
              ("model calls", f"{info['model_calls']:,}"), ("tokens", f"{info['tokens']:,}"),
-             ("cost", f"${info['cost_usd']:.2f}"), ("wall time", _duration(info["wall_s"]))]
+             ("cost", f"${info['cost_usd']:.2f}"), ("wall time", fmt_duration(info["wall_s"]))]
     for ref in refs:
         ratio = f" (best ×{info['best_qps'] / ref['qps']:.2f})" if info["best_qps"] else ""
-        items.append((ref["label"], f"{_fmt_qps(ref['qps'])} QPS{ratio}"))
+        items.append((ref["label"], f"{fmt_qps(ref['qps'])} QPS{ratio}"))
     outcomes = " ".join(f'<span class="badge" style="border-color:{_color(o)};color:{_color(o)}">{esc(_label(o))}: {n}</span>'
                         for o, n in sorted(info["outcomes"].items(), key=lambda kv: -kv[1]))
     more = facts([
@@ -348,7 +348,7 @@ def _accepted_html(events, subs: Sequence[dict]) -> Raw:
     rows, attrs = [], []
     for r in accepted_table(events):
         rows.append([
-            r["iteration"], f"{_fmt_qps(r['qps_before'])} → {_fmt_qps(r['qps_after'])}",
+            r["iteration"], f"{fmt_qps(r['qps_before'])} → {fmt_qps(r['qps_after'])}",
             f"×{r['gain']:.2f}" if r["gain"] else "—", f"{r['recall10']:.4f}" if r["recall10"] is not None else "—",
             r["message"] or "(no message)", r["diff_stat"] or "—", (r["commit"] or "")[:12], r["audit"] or "—",
         ])
@@ -364,7 +364,7 @@ def _submissions_html(subs: Sequence[dict]) -> Raw:
     rows, attrs = [], []
     for s in subs:
         msg = " ".join(str(s["message"] or "").split())
-        rows.append([s["iteration"], s["label"], _fmt_qps(s["qps"]) if s["qps"] is not None else "—",
+        rows.append([s["iteration"], s["label"], fmt_qps(s["qps"]) if s["qps"] is not None else "—",
                      f"{s['recall10']:.4f}" if s["recall10"] is not None else "—", msg[:120] + ("…" if len(msg) > 120 else ""),
                      s["diff_stat"] or "—", "yes" if s["diff"] else "no"])
         attrs.append(f'class="clickable" data-n="{s["n"]}" style="color:{s["color"]}"')
