@@ -386,3 +386,29 @@ fn batches_over_blocks_and_threads_equal_one_query_at_a_time() {
         }
     }
 }
+
+#[test]
+fn query_tiles_of_a_block_equal_one_query_at_a_time_on_u8_codes() {
+    // Few lists and many probes: each list is probed by ~300 queries of a block, so the batch
+    // prescore scores full tiles of queries, leftovers above and below its tile minimum, and
+    // (two threads) smaller blocks. Rerank 0: the u8 distances are the results. Dim 20 is
+    // not a multiple of 64 (nor of 8).
+    let dim = 20;
+    let base = blobs(5_000, dim, 30, 31);
+    let queries = blobs(1200, dim, 30, 32);
+    let mut ivf = IvfIndex::new(dim, Some(40), Metric::L2, Storage::U8F16, 3).unwrap();
+    ivf.train(&base, None, &never_interrupt).unwrap();
+    ivf.add(&base, None, None, &never_interrupt).unwrap();
+    for threads in [Some(1), Some(2)] {
+        let (d, i, _) = ivf
+            .search(&queries, 10, Some(10), Some(0), threads, &never_interrupt)
+            .unwrap();
+        for (r, q) in queries.chunks_exact(dim).enumerate() {
+            let (d1, i1, _) = ivf
+                .search(q, 10, Some(10), Some(0), Some(1), &never_interrupt)
+                .unwrap();
+            assert_eq!(&i[r * 10..(r + 1) * 10], &i1[..], "{threads:?} row {r}");
+            assert_eq!(&d[r * 10..(r + 1) * 10], &d1[..], "{threads:?} row {r}");
+        }
+    }
+}

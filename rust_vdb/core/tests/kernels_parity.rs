@@ -744,3 +744,63 @@ fn u8_pre_below_keeps_exactly_the_rows_under_the_threshold() {
         );
     }
 }
+
+#[test]
+fn u8_tile_below_equals_each_query_alone() {
+    let mut rng = Rng(23);
+    let mut tables = simd_tables();
+    tables.insert(0, &SCALAR);
+    let dims: Vec<usize> = DIMS.iter().copied().chain([4, 8, 1000, 1030]).collect();
+    for k in tables {
+        for &dim in &dims {
+            for nrows in [0usize, 1, 3, 4, 5, 7, 16, 33, 130] {
+                for nq in [0usize, 1, 2, 5, 6, 15, 16] {
+                    let qs = rng.u8s(nq * dim);
+                    let mut rows = rng.u8s(dim * nrows);
+                    if nrows > 3 && nq > 0 {
+                        rows[..dim].fill(0);
+                        rows[dim..2 * dim].fill(255);
+                        // a duplicate of the first query: distance 0
+                        rows[2 * dim..3 * dim].copy_from_slice(&qs[..dim]);
+                    }
+                    let terms: Vec<i32> =
+                        rows.chunks_exact(dim).map(|x| (k.u8_row_term)(x)).collect();
+                    // per query: none, all, exactly zero, a median, between two values
+                    let thrs: Vec<f32> = (0..nq)
+                        .map(|j| {
+                            let q = &qs[j * dim..(j + 1) * dim];
+                            let mut all = vec![0u32; nrows];
+                            (SCALAR.l2_u8_batch)(q, &rows, &mut all);
+                            all.sort_unstable();
+                            let mid = all.get(nrows / 2).map_or(5.0, |&d| d as f32);
+                            [-1.0, f32::INFINITY, 0.0, mid, mid - 0.5][(j + nrows) % 5]
+                        })
+                        .collect();
+                    // outputs longer than needed, pre-filled: nothing past a count may matter
+                    let mut pos = vec![u32::MAX; nq * nrows + 3];
+                    let mut dist = vec![7u32; nq * nrows + 3];
+                    let mut counts = vec![99u32; nq + 1];
+                    (k.l2_u8_tile_below)(&qs, &rows, &terms, &thrs, &mut pos, &mut dist, &mut counts);
+                    for (j, &thr) in thrs.iter().enumerate() {
+                        let q = &qs[j * dim..(j + 1) * dim];
+                        let c = counts[j] as usize;
+                        let at = j * nrows;
+                        let got: Vec<(u32, u32)> = pos[at..at + c]
+                            .iter()
+                            .copied()
+                            .zip(dist[at..at + c].iter().copied())
+                            .collect();
+                        assert_eq!(
+                            got,
+                            below_reference(q, &rows, thr),
+                            "l2_u8_tile_below({}) dim {dim} nrows {nrows} nq {nq} query {j} thr {thr}",
+                            k.name
+                        );
+                    }
+                    assert_eq!(counts[nq], 99, "wrote a count past the tile");
+                    assert!(pos[nq * nrows..].iter().all(|&p| p == u32::MAX), "wrote past the tile");
+                }
+            }
+        }
+    }
+}

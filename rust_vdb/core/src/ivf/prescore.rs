@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::search::Scratch;
 use super::{IvfIndex, SearchParams, Storage};
-use crate::kernels::Kernels;
+use crate::kernels::{Kernels, TILE_QUERIES};
 use crate::pool;
 use crate::search_stats::SearchStats;
 use crate::topk::Reservoir;
@@ -106,17 +106,9 @@ impl IvfIndex {
             && self.storage == Storage::U8F16
             && !self.metric.is_similarity()
         {
-            // A block of queries over u8 codes (l2): the threshold test inside the kernel.
-            let dim = self.dim;
-            let longest = self.lists.iter().map(|l| l.len()).max().unwrap_or(0);
-            s.ubuf.resize(longest, 0);
-            s.pbuf.resize(longest, 0);
-            for &visit in &s.probes {
-                let li = (visit >> 32) as usize;
-                let qi = (visit & 0xFFFF_FFFF) as usize;
-                let qcode = &s.qcodes[qi * dim..(qi + 1) * dim];
-                self.scan_list_below(kern, li, qcode, &mut s.heaps[qi], &mut s.pbuf, &mut s.ubuf);
-            }
+            // A block of queries over u8 codes (l2): the threshold test inside the kernel, and
+            // the queries that probe the same list scored together in tiles.
+            self.scan_block_l2_u8(kern, s);
         } else if self.storage == Storage::U8F16
             && !self.metric.is_similarity()
             && s.probes.iter().all(|&v| v & 0xFFFF_FFFF == 0)
@@ -299,6 +291,77 @@ impl IvfIndex {
 }
 
 impl IvfIndex {
+    /// The batch prescore over u8 codes (l2). The probes are sorted by list, so the queries
+    /// that probe a list come one after another: they go through `l2_u8_tile_below` in tiles
+    /// of up to `TILE_QUERIES`, except a tile smaller than the table's `tile_min_queries`
+    /// (a short run, or what is left of a long one), which goes query by query through
+    /// `l2_u8_batch_pre_below`. Each
+    /// query's heap sees the same rows in the same order either way, so results do not depend
+    /// on the grouping.
+    fn scan_block_l2_u8(&self, kern: &Kernels, s: &mut Scratch) {
+        let dim = self.dim;
+        let longest = self.lists.iter().map(|l| l.len()).max().unwrap_or(0);
+        s.ubuf.resize(TILE_QUERIES * longest, 0);
+        s.pbuf.resize(TILE_QUERIES * longest, 0);
+        s.qtile.resize(TILE_QUERIES * dim, 0);
+        let probes = &s.probes;
+        let mut i = 0;
+        while i < probes.len() {
+            let li = (probes[i] >> 32) as usize;
+            let run = probes[i..]
+                .iter()
+                .take_while(|&&v| (v >> 32) as usize == li)
+                .count();
+            for tile in probes[i..i + run].chunks(TILE_QUERIES) {
+                if tile.len() < kern.tile_min_queries {
+                    for &visit in tile {
+                        let qi = (visit & 0xFFFF_FFFF) as usize;
+                        let qcode = &s.qcodes[qi * dim..(qi + 1) * dim];
+                        let heap = &mut s.heaps[qi];
+                        self.scan_list_below(kern, li, qcode, heap, &mut s.pbuf, &mut s.ubuf);
+                    }
+                    continue;
+                }
+                let list = &self.lists[li];
+                let n = list.len();
+                let nq = tile.len();
+                let mut thrs = [0f32; TILE_QUERIES];
+                for (j, &visit) in tile.iter().enumerate() {
+                    let qi = (visit & 0xFFFF_FFFF) as usize;
+                    s.qtile[j * dim..(j + 1) * dim]
+                        .copy_from_slice(&s.qcodes[qi * dim..(qi + 1) * dim]);
+                    thrs[j] = s.heaps[qi].threshold();
+                }
+                let mut counts = [0u32; TILE_QUERIES];
+                (kern.l2_u8_tile_below)(
+                    &s.qtile[..nq * dim],
+                    &list.codes,
+                    &list.terms,
+                    &thrs[..nq],
+                    &mut s.pbuf,
+                    &mut s.ubuf,
+                    &mut counts,
+                );
+                let loc = (li as u64) << 32;
+                for (j, &visit) in tile.iter().enumerate() {
+                    let heap = &mut s.heaps[(visit & 0xFFFF_FFFF) as usize];
+                    let out = j * n..j * n + counts[j] as usize;
+                    // each kept row tested again as the heap's threshold tightens, as in
+                    // `scan_list_below`
+                    let mut thr = thrs[j];
+                    for (&r, &d) in s.pbuf[out.clone()].iter().zip(&s.ubuf[out]) {
+                        let sc = d as f32;
+                        if sc <= thr {
+                            heap.push(sc, list.ids[r as usize], loc | r as u64);
+                            thr = heap.threshold();
+                        }
+                    }
+                }
+            }
+            i += run;
+        }
+    }
+
     /// Scores list `li` (u8 codes, l2) against one query's codes and offers the rows under
     /// the heap's threshold: the kernel hands back only the rows at or under the threshold
     /// the heap had when the list began (`pos` / `dist` hold a value per row of the list);

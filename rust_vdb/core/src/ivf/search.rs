@@ -47,6 +47,8 @@ pub(super) struct Scratch {
     pub ubuf: Vec<u32>,
     /// Row positions the batch prescore's kernel keeps (`ubuf` holds their distances).
     pub pbuf: Vec<u32>,
+    /// The u8 codes of a query tile (the block's queries that probe one list, side by side).
+    pub qtile: Vec<u8>,
     /// Per query of the block: the best candidates, payload = (list << 32 | row).
     pub heaps: Vec<Reservoir<u64>>,
     pub best: TopK<()>,

@@ -36,8 +36,23 @@ pub static AVX2: Kernels = Kernels {
     l2_u8_batch_pre,
     dot_i8_u8_batch,
     l2_u8_batch_pre_below,
+    l2_u8_tile_below,
+    tile_min_queries: usize::MAX,
     argmin_score,
 };
+
+/// This table's `l2_u8_batch_pre_below` for each query of the tile in turn.
+pub(super) fn l2_u8_tile_below(
+    qs: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thrs: &[f32],
+    pos: &mut [u32],
+    dist: &mut [u32],
+    counts: &mut [u32],
+) {
+    super::tile_below_via(l2_u8_batch_pre_below, qs, rows, terms, thrs, pos, dist, counts)
+}
 
 /// `l2_u8_batch_pre` of this table, then the threshold test (`kernels::pre_below_via`).
 pub(super) fn l2_u8_batch_pre_below(

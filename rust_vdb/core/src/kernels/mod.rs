@@ -10,7 +10,8 @@
 //! Levels and tables:
 //! - x86_64: `Avx2` needs AVX2 + FMA + F16C (`avx2.rs`); `Avx512` needs AVX-512 F/BW/VL
 //!   (`avx512.rs`) and uses VNNI (`vpdpwssd`, `vpdpbusd`) for the u8 kernels when the CPU has
-//!   it (the table named "avx512+vnni").
+//!   it (the table named "avx512+vnni"), and AMX (`tdpbusd`) for the query tiles of the batch
+//!   prescore when the CPU has AMX-INT8 and the OS lets the process use it ("avx512+vnni+amx").
 //! - aarch64: `Neon` (`neon.rs`), UNTESTED: never compiled or run on an aarch64 machine yet;
 //!   f32 l2/dot and u8 l2 only, the rest from the scalar twins.
 //!
@@ -80,6 +81,12 @@ pub type L2U8BatchPre = fn(&[u8], &[u8], &[i32], &mut [u32]);
 /// `l2_u8_batch_pre_below(q, rows, row_terms, thr, pos, dist) -> count`.
 pub type L2U8BatchPreBelow = fn(&[u8], &[u8], &[i32], f32, &mut [u32], &mut [u32]) -> usize;
 
+/// `l2_u8_tile_below(qs, rows, row_terms, thrs, pos, dist, counts)`.
+pub type L2U8TileBelow = fn(&[u8], &[u8], &[i32], &[f32], &mut [u32], &mut [u32], &mut [u32]);
+
+/// The most queries one `l2_u8_tile_below` call takes (one per lane of a 512-bit vector).
+pub const TILE_QUERIES: usize = 16;
+
 /// `argmin_score(dots, norms, ip) -> (position, score)`.
 pub type ArgminScore = fn(&[f32], &[f32], bool) -> (u32, f32);
 
@@ -125,6 +132,20 @@ pub struct Kernels {
     /// least one value per row. The batch prescore's kernel: a row that cannot enter a
     /// query's candidates costs no scalar compare and branch.
     pub l2_u8_batch_pre_below: L2U8BatchPreBelow,
+    /// `l2_u8_batch_pre_below` for a tile of `nq = thrs.len()` queries (at most
+    /// `TILE_QUERIES`) against the same rows: `qs` holds the queries' u8 codes one after
+    /// another (`nq x dim`), `thrs[j]` is query j's threshold, and query j's rows go to
+    /// `pos[j * nrows..]` / `dist[j * nrows..]` (`nrows = terms.len()`; both outputs hold at
+    /// least `nq * nrows` values), `counts[j]` saying how many, in row order: exactly what
+    /// `l2_u8_batch_pre_below(query j, rows, terms, thrs[j], ..)` returns. The batch
+    /// prescore's kernel for a list that several queries of a block probe: with VNNI each
+    /// row is read once for the whole tile and scored against sixteen queries at a time with
+    /// no horizontal reduction (see `avx512::l2_u8_tile_below_vnni`).
+    pub l2_u8_tile_below: L2U8TileBelow,
+    /// From how many queries on the same rows `l2_u8_tile_below` beats that many calls of
+    /// `l2_u8_batch_pre_below` (measured per table; `usize::MAX` where the tile kernel is
+    /// that loop itself).
+    pub tile_min_queries: usize,
     /// Nearest centroid from its inner products: `(j, score)` of the first smallest score,
     /// -dots[j] (`ip`) or norms[j] - 2 dots[j]. Exact: every level returns the scalar answer.
     pub argmin_score: ArgminScore,
@@ -151,6 +172,8 @@ pub static SCALAR: Kernels = Kernels {
     l2_u8_batch_pre: scalar::l2_u8_batch_pre,
     dot_i8_u8_batch: scalar::dot_i8_u8_batch,
     l2_u8_batch_pre_below: scalar::l2_u8_batch_pre_below,
+    l2_u8_tile_below: scalar::l2_u8_tile_below,
+    tile_min_queries: usize::MAX,
     argmin_score: scalar::argmin_score,
 };
 
@@ -164,6 +187,7 @@ struct Cpu {
     avx2: bool,
     avx512: bool,
     vnni: bool,
+    amx: bool,
     neon: bool,
 }
 
@@ -182,12 +206,38 @@ fn detect() -> Cpu {
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl");
     let vnni = avx512 && is_x86_feature_detected!("avx512vnni");
+    let amx = vnni && amx_granted();
     Cpu {
         avx2,
         avx512,
         vnni,
+        amx,
         neon: false,
     }
+}
+
+/// Whether the CPU has AMX-TILE and AMX-INT8 (CPUID leaf 7, EDX bits 24 and 25) and the OS
+/// lets this process use the tile registers: Linux enables them per process on request
+/// (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`, which also fails when the kernel
+/// does not support AMX). Other systems: no AMX. (`is_x86_feature_detected!` does not take
+/// the AMX features on stable Rust.)
+#[cfg(target_arch = "x86_64")]
+fn amx_granted() -> bool {
+    // (CPUID leaf 7 exists on every CPU with AVX-512, which the caller checked.)
+    let l7 = std::arch::x86_64::__cpuid_count(7, 0);
+    if (l7.edx >> 24) & 3 != 3 {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: arch_prctl with this request only changes the process's permitted xstate.
+        let r = unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) };
+        r == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -197,6 +247,7 @@ fn detect() -> Cpu {
         avx2: false,
         avx512: false,
         vnni: false,
+        amx: false,
         neon: true,
     }
 }
@@ -207,18 +258,21 @@ fn detect() -> Cpu {
         avx2: false,
         avx512: false,
         vnni: false,
+        amx: false,
         neon: false,
     }
 }
 
 /// The kernel table of `level`, if this CPU supports it. For `Avx512` this is the VNNI
-/// variant when the CPU has VNNI.
+/// variant when the CPU has VNNI, and the AMX variant when it has AMX too.
 pub fn kernels_for(level: SimdLevel) -> Option<&'static Kernels> {
     let c = cpu();
     match level {
         SimdLevel::Scalar => Some(&SCALAR),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2 if c.avx2 => Some(&avx2::AVX2),
+        #[cfg(target_arch = "x86_64")]
+        SimdLevel::Avx512 if c.amx => Some(&avx512::AVX512_AMX),
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx512 if c.vnni => Some(&avx512::AVX512_VNNI),
         #[cfg(target_arch = "x86_64")]
@@ -247,6 +301,9 @@ pub fn available_tables() -> Vec<&'static Kernels> {
         }
         if c.vnni {
             v.push(&avx512::AVX512_VNNI);
+        }
+        if c.amx {
+            v.push(&avx512::AVX512_AMX);
         }
     }
     #[cfg(target_arch = "aarch64")]
@@ -418,6 +475,61 @@ pub(crate) fn pre_below_via(
         r0 += c;
     }
     cnt
+}
+
+/// `l2_u8_tile_below` from a table's `l2_u8_batch_pre_below`, one query of the tile after
+/// the other (the tables without a tile kernel of their own).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_below_via(
+    below: L2U8BatchPreBelow,
+    qs: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thrs: &[f32],
+    pos: &mut [u32],
+    dist: &mut [u32],
+    counts: &mut [u32],
+) {
+    let dim = check_tile(qs.len(), rows.len(), terms.len(), thrs.len(), pos.len(), dist.len(), counts.len());
+    let n = terms.len();
+    for (j, &thr) in thrs.iter().enumerate() {
+        let q = &qs[j * dim..(j + 1) * dim];
+        let out = j * n..(j + 1) * n;
+        counts[j] = below(q, rows, terms, thr, &mut pos[out.clone()], &mut dist[out]) as u32;
+    }
+}
+
+/// The length checks of every `l2_u8_tile_below`; returns the dim (`qs` holds one code per
+/// query, `rows` one per term, the outputs a value per query and row, `counts` one per query).
+#[inline]
+pub(crate) fn check_tile(
+    qs: usize,
+    rows: usize,
+    n: usize,
+    nq: usize,
+    pos: usize,
+    dist: usize,
+    counts: usize,
+) -> usize {
+    assert!(
+        nq <= TILE_QUERIES,
+        "a tile holds at most {TILE_QUERIES} queries, got {nq} thresholds"
+    );
+    let dim = if nq == 0 { 0 } else { qs / nq };
+    assert_eq!(qs, dim * nq, "tile queries hold {qs} values, not a multiple of {nq}");
+    if nq > 0 {
+        assert_eq!(
+            rows,
+            dim * n,
+            "tile rows hold {rows} values, expected dim {dim} x {n} rows"
+        );
+    }
+    assert!(
+        pos >= nq * n && dist >= nq * n && counts >= nq,
+        "outputs hold {pos} positions, {dist} distances and {counts} counts for {nq} queries x {n} rows"
+    );
+    dim
 }
 
 /// The length checks of every `l2_u8_batch_pre_below`: `rows` holds one code per term, and

@@ -125,6 +125,19 @@ pub fn l2_u8_batch_pre_below(
     super::pre_below_via(l2_u8_batch_pre, q, rows, terms, thr, pos, dist)
 }
 
+/// `l2_u8_batch_pre_below` for each query of a tile in turn (see `Kernels::l2_u8_tile_below`).
+pub fn l2_u8_tile_below(
+    qs: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thrs: &[f32],
+    pos: &mut [u32],
+    dist: &mut [u32],
+    counts: &mut [u32],
+) {
+    super::tile_below_via(l2_u8_batch_pre_below, qs, rows, terms, thrs, pos, dist, counts)
+}
+
 pub fn dot_i8_u8_batch(q: &[i8], rows: &[u8], out: &mut [i32]) {
     batch(q, rows, out, |q, off| {
         let x = &rows[off..off + q.len()];
