@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use crate::error::{Interrupt, Result};
+use crate::error::{each_interrupt_chunk, Interrupt, Result};
 use crate::kernels::kernels;
 use crate::metric::{normalize_rows, Metric};
 use crate::pool;
@@ -14,8 +14,6 @@ use crate::validate;
 /// while the task's queries run over it).
 const QUERY_BLOCK: usize = 16;
 const BASE_BLOCK: usize = 2048;
-/// Queries between two interrupt checks.
-const INTERRUPT_EVERY: usize = 1024;
 
 #[derive(Clone, Debug)]
 pub struct FlatIndex {
@@ -95,22 +93,14 @@ impl FlatIndex {
                     .for_each(|((qs, dd), ii)| self.search_block(qs, k, dd, ii));
             }
         };
-        for (ci, ((qs, dd), ii)) in q
-            .chunks(INTERRUPT_EVERY * dim)
-            .zip(d.chunks_mut(INTERRUPT_EVERY * k))
-            .zip(ids.chunks_mut(INTERRUPT_EVERY * k))
-            .enumerate()
-        {
-            // Between chunks only: a call of one chunk never re-takes the interpreter.
-            if ci > 0 {
-                interrupt()?;
-            }
+        each_interrupt_chunk(&q, dim, &mut d, &mut ids, k, interrupt, |qs, dd, ii| {
             if threads == Some(1) || qs.len() == dim {
                 run(qs, dd, ii);
+                Ok(())
             } else {
-                pool::install(threads, || run(qs, dd, ii))?;
+                pool::install(threads, || run(qs, dd, ii))
             }
-        }
+        })?;
         let stats = SearchStats {
             nq: nq as u64,
             threads: pool::effective_threads(threads).min(nq.max(1)) as u64,

@@ -780,7 +780,15 @@ fn u8_tile_below_equals_each_query_alone() {
                     let mut pos = vec![u32::MAX; nq * nrows + 3];
                     let mut dist = vec![7u32; nq * nrows + 3];
                     let mut counts = vec![99u32; nq + 1];
-                    (k.l2_u8_tile_below)(&qs, &rows, &terms, &thrs, &mut pos, &mut dist, &mut counts);
+                    (k.l2_u8_tile_below)(
+                        &qs,
+                        &rows,
+                        &terms,
+                        &thrs,
+                        &mut pos,
+                        &mut dist,
+                        &mut counts,
+                    );
                     for (j, &thr) in thrs.iter().enumerate() {
                         let q = &qs[j * dim..(j + 1) * dim];
                         let c = counts[j] as usize;
@@ -798,7 +806,10 @@ fn u8_tile_below_equals_each_query_alone() {
                         );
                     }
                     assert_eq!(counts[nq], 99, "wrote a count past the tile");
-                    assert!(pos[nq * nrows..].iter().all(|&p| p == u32::MAX), "wrote past the tile");
+                    assert!(
+                        pos[nq * nrows..].iter().all(|&p| p == u32::MAX),
+                        "wrote past the tile"
+                    );
                 }
             }
         }

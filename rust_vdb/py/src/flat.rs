@@ -1,22 +1,22 @@
 //! The `FlatIndex` Python class: exact search, a thin wrapper of `vdb_core::FlatIndex`.
 
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use vdb_core::{Metric, SearchStats};
+use vdb_core::Metric;
 
 use crate::arrays;
 use crate::call::detached;
 use crate::errors::to_py;
-use crate::stats;
+use crate::stats::LastStats;
 
 /// Exact (brute-force) search over float32 vectors; the reference the IVF index is tested
 /// against. Metrics "l2" (squared distances), "ip" and "cosine" (similarities).
 #[pyclass(frozen, module = "vdbbench._rust_vdb")]
 pub struct FlatIndex {
     inner: RwLock<vdb_core::FlatIndex>,
-    last_stats: Mutex<Option<SearchStats>>,
+    last_stats: LastStats,
     /// Fixed at construction: read without the lock.
     dim: usize,
     metric: Metric,
@@ -42,7 +42,7 @@ impl FlatIndex {
         let inner = vdb_core::FlatIndex::new(dim, metric).map_err(to_py)?;
         Ok(FlatIndex {
             inner: RwLock::new(inner),
-            last_stats: Mutex::new(None),
+            last_stats: LastStats::default(),
             dim,
             metric,
         })
@@ -80,18 +80,13 @@ impl FlatIndex {
         let (d, i, s) = detached(py, |interrupt| {
             self.read().search(qs, k, threads, interrupt)
         })?;
-        *self.last_stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
+        self.last_stats.set(s);
         arrays::results(py, nq, k, d, i)
     }
 
     /// Per-stage counts and seconds of the last search, or None before any search.
     fn last_search_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let s = self
-            .last_stats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        s.map(|s| stats::to_dict(py, &s)).transpose()
+        self.last_stats.to_py(py)
     }
 
     #[getter]

@@ -1,22 +1,22 @@
 //! The `IvfIndex` Python class: a thin wrapper of `vdb_core::IvfIndex`.
 
 use std::path::PathBuf;
-use std::sync::{Mutex, RwLock};
+use std::sync::RwLock;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
-use vdb_core::{Metric, SearchStats, Storage};
+use vdb_core::{Metric, Storage};
 
 use crate::arrays;
 use crate::call::detached;
 use crate::errors::to_py;
-use crate::stats;
+use crate::stats::LastStats;
 
 /// An inverted-file index: k-means lists, storage "f32", "f16" or "u8+f16".
 #[pyclass(frozen, module = "vdbbench._rust_vdb")]
 pub struct IvfIndex {
     inner: RwLock<vdb_core::IvfIndex>,
-    last_stats: Mutex<Option<SearchStats>>,
+    last_stats: LastStats,
     /// Fixed at construction: read without the lock.
     dim: usize,
 }
@@ -35,7 +35,7 @@ impl IvfIndex {
         let dim = inner.dim();
         IvfIndex {
             inner: RwLock::new(inner),
-            last_stats: Mutex::new(None),
+            last_stats: LastStats::default(),
             dim,
         }
     }
@@ -131,18 +131,13 @@ impl IvfIndex {
             self.read()
                 .search(qs, k, nprobe, rerank, threads, interrupt)
         })?;
-        *self.last_stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
+        self.last_stats.set(s);
         arrays::results(py, nq, k, d, i)
     }
 
     /// Per-stage counts and seconds of the last search, or None before any search.
     fn last_search_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let s = self
-            .last_stats
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        s.map(|s| stats::to_dict(py, &s)).transpose()
+        self.last_stats.to_py(py)
     }
 
     /// Writes the index to `path` (a temporary file renamed into place).

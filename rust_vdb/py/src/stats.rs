@@ -1,8 +1,26 @@
-//! `last_search_stats()` as a Python dict.
+//! `last_search_stats()`: the stats of an index's last search, kept for Python as a dict.
+
+use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use vdb_core::SearchStats;
+
+/// The stats of an index's last search (None before any), shared by every index class.
+#[derive(Default)]
+pub struct LastStats(Mutex<Option<SearchStats>>);
+
+impl LastStats {
+    pub fn set(&self, s: SearchStats) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
+    }
+
+    /// The last search's per-stage counts and seconds, or None before any search.
+    pub fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let s = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        s.map(|s| to_dict(py, &s)).transpose()
+    }
+}
 
 pub fn to_dict<'py>(py: Python<'py>, s: &SearchStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);

@@ -8,7 +8,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::{IvfIndex, SearchParams};
-use crate::error::{Interrupt, Result};
+use crate::error::{each_interrupt_chunk, Interrupt, Result, INTERRUPT_EVERY};
 use crate::kernels::{kernels, Kernels};
 use crate::metric::{normalize_rows, Metric};
 use crate::pool;
@@ -20,8 +20,6 @@ use crate::validate;
 /// Queries searched together by one task: the lists they share are scanned back to back.
 /// Parallel calls use smaller blocks when there are too few queries to keep threads busy.
 const SCAN_BLOCK: usize = 1024;
-/// Queries between two interrupt checks.
-const INTERRUPT_EVERY: usize = 1024;
 
 /// Per-thread buffers reused across queries and calls: a search allocates nothing per query.
 #[derive(Default)]
@@ -98,40 +96,40 @@ impl IvfIndex {
             .min(INTERRUPT_EVERY)
             .div_ceil(nthreads)
             .clamp(8, SCAN_BLOCK);
-        for (ci, ((qs, dd), ii)) in queries
-            .chunks(INTERRUPT_EVERY * dim)
-            .zip(d.chunks_mut(INTERRUPT_EVERY * k))
-            .zip(ids.chunks_mut(INTERRUPT_EVERY * k))
-            .enumerate()
-        {
-            // Between chunks only: a call of one chunk never re-takes the interpreter.
-            if ci > 0 {
-                interrupt()?;
-            }
-            let s = if sequential {
-                let mut s = SearchStats::default();
-                for ((qs, dd), ii) in qs
-                    .chunks(SCAN_BLOCK * dim)
-                    .zip(dd.chunks_mut(SCAN_BLOCK * k))
-                    .zip(ii.chunks_mut(SCAN_BLOCK * k))
-                {
-                    s.merge(&self.search_block(qs, &p, dd, ii, split, threads));
-                }
-                s
-            } else {
-                pool::install(threads, || {
-                    qs.par_chunks(block * dim)
-                        .zip(dd.par_chunks_mut(block * k))
-                        .zip(ii.par_chunks_mut(block * k))
-                        .map(|((qs, dd), ii)| self.search_block(qs, &p, dd, ii, 1, None))
-                        .reduce(SearchStats::default, |mut a, b| {
-                            a.merge(&b);
-                            a
-                        })
-                })?
-            };
-            stats.merge(&s);
-        }
+        each_interrupt_chunk(
+            queries,
+            dim,
+            &mut d,
+            &mut ids,
+            k,
+            interrupt,
+            |qs, dd, ii| {
+                let s = if sequential {
+                    let mut s = SearchStats::default();
+                    for ((qs, dd), ii) in qs
+                        .chunks(SCAN_BLOCK * dim)
+                        .zip(dd.chunks_mut(SCAN_BLOCK * k))
+                        .zip(ii.chunks_mut(SCAN_BLOCK * k))
+                    {
+                        s.merge(&self.search_block(qs, &p, dd, ii, split, threads));
+                    }
+                    s
+                } else {
+                    pool::install(threads, || {
+                        qs.par_chunks(block * dim)
+                            .zip(dd.par_chunks_mut(block * k))
+                            .zip(ii.par_chunks_mut(block * k))
+                            .map(|((qs, dd), ii)| self.search_block(qs, &p, dd, ii, 1, None))
+                            .reduce(SearchStats::default, |mut a, b| {
+                                a.merge(&b);
+                                a
+                            })
+                    })?
+                };
+                stats.merge(&s);
+                Ok(())
+            },
+        )?;
         stats.threads = if sequential {
             stats.threads.max(1)
         } else {

@@ -51,7 +51,16 @@ pub(super) fn l2_u8_tile_below(
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
-    super::tile_below_via(l2_u8_batch_pre_below, qs, rows, terms, thrs, pos, dist, counts)
+    super::tile_below_via(
+        l2_u8_batch_pre_below,
+        qs,
+        rows,
+        terms,
+        thrs,
+        pos,
+        dist,
+        counts,
+    )
 }
 
 /// `l2_u8_batch_pre` of this table, then the threshold test (`kernels::pre_below_via`).

@@ -874,7 +874,11 @@ unsafe fn transpose_queries(qs: &[u8], nq: usize, dim: usize, qt: *mut __m512i) 
     let flip = _mm512_set1_epi8(-128);
     for c in 0..dim.div_ceil(64) {
         let at = 64 * c;
-        let m = if at + 64 <= dim { !0u64 } else { mask64(dim - at) };
+        let m = if at + 64 <= dim {
+            !0u64
+        } else {
+            mask64(dim - at)
+        };
         let mut r = [_mm512_setzero_si512(); 16];
         for (j, v) in r[..nq].iter_mut().enumerate() {
             let x = _mm512_maskz_loadu_epi8(m, qs.as_ptr().add(j * dim + at) as *const i8);
@@ -961,7 +965,13 @@ unsafe fn l2_u8_tile_below_impl<const AMX: bool>(
     };
     // With AMX, sixteen rows at a time by the tile unit (`amx_rows`), the rest below.
     let mut r = if AMX {
-        amx_rows(qt_buf.as_ptr() as *const u8, groups / 16, rows, dim, &mut emit)
+        amx_rows(
+            qt_buf.as_ptr() as *const u8,
+            groups / 16,
+            rows,
+            dim,
+            &mut emit,
+        )
     } else {
         0
     };
@@ -1138,7 +1148,10 @@ unsafe fn amx_rows(
             emit(r + i, _mm512_load_si512(out.0.as_ptr().add(16 * i) as _));
         }
         for i in 0..16 {
-            emit(r + 16 + i, _mm512_load_si512(out2.0.as_ptr().add(16 * i) as _));
+            emit(
+                r + 16 + i,
+                _mm512_load_si512(out2.0.as_ptr().add(16 * i) as _),
+            );
         }
         r += 32;
     }

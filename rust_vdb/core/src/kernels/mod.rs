@@ -233,7 +233,13 @@ fn amx_granted() -> bool {
         const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
         const XFEATURE_XTILEDATA: libc::c_long = 18;
         // SAFETY: arch_prctl with this request only changes the process's permitted xstate.
-        let r = unsafe { libc::syscall(libc::SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) };
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
         r == 0
     }
     #[cfg(not(target_os = "linux"))]
@@ -491,7 +497,15 @@ pub(crate) fn tile_below_via(
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
-    let dim = check_tile(qs.len(), rows.len(), terms.len(), thrs.len(), pos.len(), dist.len(), counts.len());
+    let dim = check_tile(
+        qs.len(),
+        rows.len(),
+        terms.len(),
+        thrs.len(),
+        pos.len(),
+        dist.len(),
+        counts.len(),
+    );
     let n = terms.len();
     for (j, &thr) in thrs.iter().enumerate() {
         let q = &qs[j * dim..(j + 1) * dim];
@@ -517,7 +531,11 @@ pub(crate) fn check_tile(
         "a tile holds at most {TILE_QUERIES} queries, got {nq} thresholds"
     );
     let dim = if nq == 0 { 0 } else { qs / nq };
-    assert_eq!(qs, dim * nq, "tile queries hold {qs} values, not a multiple of {nq}");
+    assert_eq!(
+        qs,
+        dim * nq,
+        "tile queries hold {qs} values, not a multiple of {nq}"
+    );
     if nq > 0 {
         assert_eq!(
             rows,

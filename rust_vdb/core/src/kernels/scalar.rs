@@ -135,7 +135,16 @@ pub fn l2_u8_tile_below(
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
-    super::tile_below_via(l2_u8_batch_pre_below, qs, rows, terms, thrs, pos, dist, counts)
+    super::tile_below_via(
+        l2_u8_batch_pre_below,
+        qs,
+        rows,
+        terms,
+        thrs,
+        pos,
+        dist,
+        counts,
+    )
 }
 
 pub fn dot_i8_u8_batch(q: &[i8], rows: &[u8], out: &mut [i32]) {
