@@ -37,6 +37,18 @@ class Difficulty:
         return None if self.nprobe is None else self.nprobe / self.nlist
 
 
+
+def first_reaching(score, target: float, lo: int, hi: int) -> int:
+    """The smallest setting in lo..hi whose `score` reaches `target`, for a score that grows with
+    the setting and reaches it at `hi` (binary search)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if score(mid) >= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
 def value_stats(x: np.ndarray) -> dict:
     """The per-vector and per-component statistics DATA_NOTES.md quotes for real SIFT."""
     norms = np.linalg.norm(x.astype(np.float64), axis=1)
@@ -79,13 +91,7 @@ def ivf_difficulty(base: np.ndarray, queries: np.ndarray, *, nlist: int | None =
 
     if recall(nlist) < target:  # exact scan of every list must reach it; otherwise say so
         return result
-    lo, hi = 1, nlist
-    while lo < hi:  # recall grows with nprobe for IVF-Flat: binary search the first success
-        mid = (lo + hi) // 2
-        if recall(mid) >= target:
-            hi = mid
-        else:
-            lo = mid + 1
+    lo = first_reaching(recall, target, 1, nlist)  # recall grows with nprobe for IVF-Flat
     result.nprobe = lo
     faiss.cvar.indexIVF_stats.reset()
     index.nprobe = lo
@@ -142,12 +148,7 @@ def hnsw_difficulty(base: np.ndarray, queries: np.ndarray, *, M: int = 32, ef_co
             if hi >= max_ef:
                 return result
             lo, hi = hi + 1, min(2 * hi, max_ef)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if recall(mid) >= target:
-                hi = mid
-            else:
-                lo = mid + 1
+        hi = first_reaching(recall, target, lo, hi)
         result.ef_search = hi
         result.distances_per_query = ndis[hi]
     finally:
