@@ -9,7 +9,7 @@
 //!
 //! Levels and tables:
 //! - x86_64: `Avx2` needs AVX2 + FMA + F16C (`avx2.rs`); `Avx512` needs AVX-512 F/BW/VL
-//!   (`avx512.rs`) and uses VNNI (`vpdpwssd`, `vpdpbusd`) for the u8 kernels when the CPU has
+//!   (`avx512/`) and uses VNNI (`vpdpwssd`, `vpdpbusd`) for the u8 kernels when the CPU has
 //!   it (the table named "avx512+vnni"), and AMX (`tdpbusd`) for the query tiles of the batch
 //!   prescore when the CPU has AMX-INT8 and the OS lets the process use it ("avx512+vnni+amx").
 //! - aarch64: `Neon` (`neon.rs`), UNTESTED: never compiled or run on an aarch64 machine yet;

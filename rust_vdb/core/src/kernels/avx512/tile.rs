@@ -1,0 +1,384 @@
+//! AVX-512 query tiles (`l2_u8_tile_below`): up to sixteen queries against the same rows, one
+//! query per 32-bit lane, on VNNI, and on AMX where the CPU and OS allow it. See the section
+//! comment below; the tables that hand these out are in the parent module.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// Query tiles (`l2_u8_tile_below`): up to sixteen queries against the same rows, one query per
+// 32-bit lane. The queries are transposed once per call into `qt`, one vector per group of
+// four dims (lane j: query j's four bytes, shifted to i8); a row's four bytes of that group are
+// broadcast to every lane, and one `vpdpbusd` adds the group's products for all the queries.
+// A row's sixteen dots thus end up in one vector with no horizontal reduction, and each row
+// is read once for the whole tile. With AMX (`amx_rows`) the same transposed queries are the
+// B operand of `tdpbusd`, which scores sixteen rows against them in one instruction. The
+// arithmetic is `l2_u8_batch_pre`'s (exact i32 dots, then sum(q^2) + term - 2 * dot modulo
+// 2^32), so the distances are the same bits.
+
+/// The largest number of four-dim groups the tile kernel transposes on its stack (dim 1024);
+/// wider queries go through `l2_u8_batch_pre_below_vnni` one at a time.
+const TILE_MAX_GROUPS: usize = 256;
+const _: () = assert!(TILE_MAX_GROUPS.is_multiple_of(16));
+
+/// Rows the tile kernel scores at once, one accumulator each.
+const TILE_ROWS: usize = 8;
+
+/// Bytes `off..off + 4` of `v` (those that exist; the others 0) as a little-endian word,
+/// each byte xor `flip`.
+#[inline]
+fn word_at(v: &[u8], off: usize, flip: u8) -> u32 {
+    let mut w = [0u8; 4];
+    for (b, &x) in w.iter_mut().zip(&v[off..v.len().min(off + 4)]) {
+        *b = x ^ flip;
+    }
+    u32::from_le_bytes(w)
+}
+
+/// The tile's dot accumulators of `R` consecutive rows (row `r` of `dim` bytes at `xp`, at
+/// most `r + R` rows in the slice): `full` whole groups of four dims, then the last partial
+/// group if `dim % 4 != 0` (its bytes gathered one by one, so nothing past the rows is read).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_rows<const R: usize>(
+    qt: &[__m512i],
+    rows: &[u8],
+    r: usize,
+    dim: usize,
+) -> [__m512i; R] {
+    let full = dim / 4;
+    let xp = rows.as_ptr().add(r * dim);
+    let mut acc = [_mm512_setzero_si512(); R];
+    for (g, &qg) in qt[..full].iter().enumerate() {
+        for (k, a) in acc.iter_mut().enumerate() {
+            let w = (xp.add(k * dim + 4 * g) as *const i32).read_unaligned();
+            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(w), qg);
+        }
+    }
+    if full < qt.len() {
+        let qg = qt[full];
+        for (k, a) in acc.iter_mut().enumerate() {
+            let x = &rows[(r + k) * dim..(r + k + 1) * dim];
+            let w = word_at(x, 4 * full, 0) as i32;
+            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(w), qg);
+        }
+    }
+    acc
+}
+
+/// Writes the transposed queries of a tile to `qt`: for each group g of four dims,
+/// `qt[g]` lane j = query j's bytes 4g..4g+4, each xor 0x80 (u8 - 128 as i8); zeros past dim
+/// and in lanes past `nq`. Sixteen 64-dim chunks of the queries go through one 16 x 16
+/// transpose of 32-bit words; `qt` gets `16 * dim.div_ceil(64)` entries (at most
+/// `TILE_MAX_GROUPS`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn transpose_queries(qs: &[u8], nq: usize, dim: usize, qt: *mut __m512i) {
+    let flip = _mm512_set1_epi8(-128);
+    for c in 0..dim.div_ceil(64) {
+        let at = 64 * c;
+        let m = if at + 64 <= dim {
+            !0u64
+        } else {
+            mask64(dim - at)
+        };
+        let mut r = [_mm512_setzero_si512(); 16];
+        for (j, v) in r[..nq].iter_mut().enumerate() {
+            let x = _mm512_maskz_loadu_epi8(m, qs.as_ptr().add(j * dim + at) as *const i8);
+            *v = _mm512_xor_si512(x, _mm512_maskz_mov_epi8(m, flip));
+        }
+        let mut t = [_mm512_setzero_si512(); 16];
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        for i in 0..4 {
+            let b = 4 * i;
+            r[b] = _mm512_unpacklo_epi64(t[b], t[b + 2]);
+            r[b + 1] = _mm512_unpackhi_epi64(t[b], t[b + 2]);
+            r[b + 2] = _mm512_unpacklo_epi64(t[b + 1], t[b + 3]);
+            r[b + 3] = _mm512_unpackhi_epi64(t[b + 1], t[b + 3]);
+        }
+        for h in 0..2 {
+            let b = 8 * h;
+            for i in 0..4 {
+                t[b + i] = _mm512_shuffle_i32x4::<0x88>(r[b + i], r[b + 4 + i]);
+                t[b + 4 + i] = _mm512_shuffle_i32x4::<0xdd>(r[b + i], r[b + 4 + i]);
+            }
+        }
+        for i in 0..8 {
+            r[i] = _mm512_shuffle_i32x4::<0x88>(t[i], t[8 + i]);
+            r[8 + i] = _mm512_shuffle_i32x4::<0xdd>(t[i], t[8 + i]);
+        }
+        for (g, v) in r.iter().enumerate() {
+            _mm512_storeu_si512(qt.add(16 * c + g) as _, *v);
+        }
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn l2_u8_tile_below_impl<const AMX: bool>(
+    qs: &[u8],
+    dim: usize,
+    rows: &[u8],
+    terms: &[i32],
+    thrs: &[f32],
+    pos: &mut [u32],
+    dist: &mut [u32],
+    counts: &mut [u32],
+) {
+    let nq = thrs.len();
+    let n = terms.len();
+    let groups = dim.div_ceil(4);
+    // The transposed queries; lanes past nq hold zeros (their dots are 0) and a threshold of
+    // -inf (no distance passes it, so they never write). Left uninitialised past the last
+    // chunk: zeroing all 16 KiB would cost more than filling them.
+    let mut qt_buf = [std::mem::MaybeUninit::<__m512i>::uninit(); TILE_MAX_GROUPS];
+    let (mut qn, mut thr) = ([0u32; 16], [f32::NEG_INFINITY; 16]);
+    transpose_queries(qs, nq, dim, qt_buf.as_mut_ptr() as *mut __m512i);
+    for j in 0..nq {
+        qn[j] = sq_norm(&qs[j * dim..(j + 1) * dim]);
+        thr[j] = thrs[j];
+    }
+    // SAFETY: the first `groups` entries were written just above.
+    let qt = std::slice::from_raw_parts(qt_buf.as_ptr() as *const __m512i, groups);
+    let qn_v = _mm512_loadu_si512(qn.as_ptr() as _);
+    let thr_v = _mm512_loadu_ps(thr.as_ptr());
+    let mut cnt = [0u32; 16];
+    // One row's sixteen dots: distances, the threshold test in one compare, and the rare
+    // passing (row, query) pairs appended to their query's outputs.
+    let mut emit = |row: usize, acc: __m512i| {
+        let t = _mm512_set1_epi32(terms[row]);
+        let d = _mm512_sub_epi32(_mm512_add_epi32(qn_v, t), _mm512_slli_epi32::<1>(acc));
+        let m = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(_mm512_cvtepu32_ps(d), thr_v);
+        if m != 0 {
+            let mut dv = [0u32; 16];
+            _mm512_storeu_si512(dv.as_mut_ptr() as _, d);
+            let mut bits = m as u32;
+            while bits != 0 {
+                let j = bits.trailing_zeros() as usize;
+                let at = j * n + cnt[j] as usize;
+                pos[at] = row as u32;
+                dist[at] = dv[j];
+                cnt[j] += 1;
+                bits &= bits - 1;
+            }
+        }
+    };
+    // With AMX, sixteen rows at a time by the tile unit (`amx_rows`), the rest below.
+    let mut r = if AMX {
+        amx_rows(
+            qt_buf.as_ptr() as *const u8,
+            groups / 16,
+            rows,
+            dim,
+            &mut emit,
+        )
+    } else {
+        0
+    };
+    // Eight rows at a time: eight independent accumulators hide vpdpbusd's latency (five
+    // cycles) behind its throughput (one per cycle); four rows ran latency-bound.
+    while r + TILE_ROWS <= n {
+        let acc = tile_rows::<TILE_ROWS>(qt, rows, r, dim);
+        for (k, &a) in acc.iter().enumerate() {
+            emit(r + k, a);
+        }
+        r += TILE_ROWS;
+    }
+    while r + 4 <= n {
+        let acc = tile_rows::<4>(qt, rows, r, dim);
+        for (k, &a) in acc.iter().enumerate() {
+            emit(r + k, a);
+        }
+        r += 4;
+    }
+    while r < n {
+        let [a] = tile_rows::<1>(qt, rows, r, dim);
+        emit(r, a);
+        r += 1;
+    }
+    counts[..nq].copy_from_slice(&cnt[..nq]);
+}
+
+pub(super) fn l2_u8_tile_below_vnni(
+    qs: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thrs: &[f32],
+    pos: &mut [u32],
+    dist: &mut [u32],
+    counts: &mut [u32],
+) {
+    let dim = crate::kernels::check_tile(
+        qs.len(),
+        rows.len(),
+        terms.len(),
+        thrs.len(),
+        pos.len(),
+        dist.len(),
+        counts.len(),
+    );
+    if dim.div_ceil(4) > TILE_MAX_GROUPS {
+        let below = l2_u8_batch_pre_below_vnni;
+        return crate::kernels::tile_below_via(below, qs, rows, terms, thrs, pos, dist, counts);
+    }
+    // SAFETY: lengths checked above (qs = nq x dim with nq <= 16, rows = dim x terms, the
+    // outputs hold nq x nrows values and every query writes at most nrows of them; row reads
+    // stay inside `rows`: whole groups lie inside a row, the partial one is read bytewise);
+    // AVX512_VNNI is only handed out after is_x86_feature_detected! confirmed avx512f/bw/vl
+    // and avx512vnni.
+    unsafe { l2_u8_tile_below_impl::<false>(qs, dim, rows, terms, thrs, pos, dist, counts) }
+}
+
+/// `l2_u8_tile_below` with the rows scored sixteen at a time by AMX (`amx_rows`), for dims
+/// that are a multiple of 64 up to `AMX_MAX_DIM`; other dims as `l2_u8_tile_below_vnni`.
+pub(super) fn l2_u8_tile_below_amx(
+    qs: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thrs: &[f32],
+    pos: &mut [u32],
+    dist: &mut [u32],
+    counts: &mut [u32],
+) {
+    let dim = crate::kernels::check_tile(
+        qs.len(),
+        rows.len(),
+        terms.len(),
+        thrs.len(),
+        pos.len(),
+        dist.len(),
+        counts.len(),
+    );
+    if dim == 0 || !dim.is_multiple_of(64) || dim > AMX_MAX_DIM {
+        return l2_u8_tile_below_vnni(qs, rows, terms, thrs, pos, dist, counts);
+    }
+    // SAFETY: as in `l2_u8_tile_below_vnni`; in addition AVX512_AMX is only handed out after
+    // CPUID reported AMX-TILE and AMX-INT8 and the OS granted this process the tile state
+    // (kernels::detect), and `amx_rows` reads whole 64-byte chunks of rows only (dim is a
+    // multiple of 64).
+    unsafe { l2_u8_tile_below_impl::<true>(qs, dim, rows, terms, thrs, pos, dist, counts) }
+}
+
+/// The widest query `amx_rows` takes: four 64-dim chunks, one tile register each.
+const AMX_MAX_DIM: usize = 256;
+
+/// The AMX tile configuration (`ldtilecfg`'s 64-byte operand).
+#[repr(C, align(64))]
+struct TileConfig([u8; 64]);
+
+/// Sixteen i32 per row, 64-byte aligned for `tilestored` and the row loads.
+#[repr(C, align(64))]
+struct TileOut([i32; 256]);
+
+/// The rows of a tile call, sixteen at a time, by AMX: `tdpbusd` multiplies a 16-row x 64-byte
+/// block of u8 codes (tile A, read straight from the list with the row stride) by 64 dims of
+/// the transposed queries (tile B: 16 groups of 4 dims x 16 queries, i8) into 16 x 16 i32
+/// dots (tile C), the same sums `vpdpbusd` makes. Every tile register is 16 rows of 64 bytes:
+/// tmm0 = C, tmm1 / tmm2 = A (alternating), tmm4.. = B, one per chunk (and, up to 128 dims,
+/// a second block in tmm1 = C, tmm6 / tmm7 = A). C goes to memory and
+/// each row's dots to `emit`. Returns how many rows it scored (a multiple of 16); the tile
+/// state is released before returning. `qt` holds `chunks` x 1 KiB of transposed queries.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn amx_rows(
+    qt: *const u8,
+    chunks: usize,
+    rows: &[u8],
+    dim: usize,
+    emit: &mut impl FnMut(usize, __m512i),
+) -> usize {
+    use std::arch::asm;
+    debug_assert!(chunks >= 1 && chunks <= 4 && dim == 64 * chunks);
+    let n = rows.len() / dim;
+    if n < 16 {
+        return 0;
+    }
+    let mut cfg = TileConfig([0; 64]);
+    cfg.0[0] = 1; // palette 1
+    for t in 0..8 {
+        cfg.0[16 + 2 * t] = 64; // bytes per row of tmm t
+        cfg.0[48 + t] = 16; // rows of tmm t
+    }
+    asm!("ldtilecfg [{0}]", in(reg) cfg.0.as_ptr(), options(nostack));
+    let b = 64usize;
+    for c in 0..chunks {
+        let p = qt.add(1024 * c);
+        match c {
+            0 => asm!("tileloadd tmm4, [{0} + {1}]", in(reg) p, in(reg) b, options(nostack)),
+            1 => asm!("tileloadd tmm5, [{0} + {1}]", in(reg) p, in(reg) b, options(nostack)),
+            2 => asm!("tileloadd tmm6, [{0} + {1}]", in(reg) p, in(reg) b, options(nostack)),
+            _ => asm!("tileloadd tmm7, [{0} + {1}]", in(reg) p, in(reg) b, options(nostack)),
+        }
+    }
+    let mut out = TileOut([0; 256]);
+    let mut out2 = TileOut([0; 256]);
+    let mut r = 0;
+    // Up to 128 dims (two B tiles), two blocks of sixteen rows at a time, in C tiles tmm0 and
+    // tmm1 with A tiles tmm2 / tmm3 and tmm6 / tmm7: `tdpbusd` has a latency several times its
+    // issue interval, and one block alone waits on it (measured 1.5x per row in the kernel
+    // bench).
+    while chunks <= 2 && r + 32 <= n {
+        let x = rows.as_ptr().add(r * dim);
+        let y = x.add(16 * dim);
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tileloadd tmm2, [{x} + {d}]",
+            "tileloadd tmm6, [{y} + {d}]",
+            "tdpbusd tmm0, tmm2, tmm4",
+            "tdpbusd tmm1, tmm6, tmm4",
+            x = in(reg) x, y = in(reg) y, d = in(reg) dim, options(nostack),
+        );
+        if chunks == 2 {
+            asm!(
+                "tileloadd tmm3, [{x} + {d}]",
+                "tileloadd tmm7, [{y} + {d}]",
+                "tdpbusd tmm0, tmm3, tmm5",
+                "tdpbusd tmm1, tmm7, tmm5",
+                x = in(reg) x.add(64), y = in(reg) y.add(64), d = in(reg) dim, options(nostack),
+            );
+        }
+        asm!(
+            "tilestored [{o} + {b}], tmm0",
+            "tilestored [{o2} + {b}], tmm1",
+            o = in(reg) out.0.as_mut_ptr(), o2 = in(reg) out2.0.as_mut_ptr(), b = in(reg) b,
+            options(nostack),
+        );
+        for i in 0..16 {
+            emit(r + i, _mm512_load_si512(out.0.as_ptr().add(16 * i) as _));
+        }
+        for i in 0..16 {
+            emit(
+                r + 16 + i,
+                _mm512_load_si512(out2.0.as_ptr().add(16 * i) as _),
+            );
+        }
+        r += 32;
+    }
+    while r + 16 <= n {
+        asm!("tilezero tmm0", options(nostack));
+        let base = rows.as_ptr().add(r * dim);
+        for c in 0..chunks {
+            let a = base.add(64 * c);
+            match c {
+                0 => asm!("tileloadd tmm1, [{0} + {1}]", "tdpbusd tmm0, tmm1, tmm4",
+                          in(reg) a, in(reg) dim, options(nostack)),
+                1 => asm!("tileloadd tmm2, [{0} + {1}]", "tdpbusd tmm0, tmm2, tmm5",
+                          in(reg) a, in(reg) dim, options(nostack)),
+                2 => asm!("tileloadd tmm1, [{0} + {1}]", "tdpbusd tmm0, tmm1, tmm6",
+                          in(reg) a, in(reg) dim, options(nostack)),
+                _ => asm!("tileloadd tmm2, [{0} + {1}]", "tdpbusd tmm0, tmm2, tmm7",
+                          in(reg) a, in(reg) dim, options(nostack)),
+            }
+        }
+        asm!("tilestored [{0} + {1}], tmm0", in(reg) out.0.as_mut_ptr(), in(reg) b, options(nostack));
+        for i in 0..16 {
+            emit(r + i, _mm512_load_si512(out.0.as_ptr().add(16 * i) as _));
+        }
+        r += 16;
+    }
+    asm!("tilerelease", options(nostack));
+    r
+}
