@@ -58,6 +58,10 @@ class WorldParams:
     noise_spread: float = 0.4  # log-normal sigma of the per-component noise level
     latent_df: float = 4.0  # Student-t degrees of freedom of the latent coordinates
     noise_rank: int = 24  # noise confined to a per-group subspace of this dimension (0: isotropic)
+    iso_share: float = 0.0  # share of the noise energy that is isotropic (in all dimensions), with noise_rank
+    patterns: int = 0  # recurring patterns of the world (fixed draws of the process)
+    pattern_fraction: float = 0.0  # share of rows (base and queries) that repeat one of them
+    pattern_noise: float = 0.3  # a repeat's latent and noise perturbation, relative to a fresh draw's
 
 
 @dataclass(frozen=True)
@@ -91,13 +95,31 @@ class _World:
             q = min(p.noise_rank, dim)
             nb = np.linalg.qr(np.random.default_rng([seed, 5, dim]).standard_normal((G, dim, q)))[0]
             self.noise_basis = nb.transpose(0, 2, 1) * np.sqrt(dim / q)  # (G, q, dim): the same total energy
+        self.noise_dim = min(p.noise_rank, dim) if p.noise_rank else dim
+        if p.patterns and p.pattern_fraction > 0:
+            prng = np.random.default_rng([seed, 6, dim])
+            self.pattern_comp = prng.integers(0, G * K, size=p.patterns)
+            self.pattern_latent = prng.standard_t(p.latent_df, size=(p.patterns, r))
+            self.pattern_z = prng.standard_normal((p.patterns, self.noise_dim))
+            self.pattern_iso = prng.standard_normal((p.patterns, dim)) if p.noise_rank and p.iso_share > 0 else None
 
     def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
         """m raw points (float64) of the process."""
         p = self.p
         comp = rng.integers(0, p.groups * p.components, size=m)
+        t = rng.standard_t(p.latent_df, size=(m, self.rank))
+        z = rng.standard_normal((m, self.noise_dim))
+        iso = rng.standard_normal((m, self.dim)) if p.noise_rank and p.iso_share > 0 else None
+        if p.patterns and p.pattern_fraction > 0:  # a repeat: a pattern's draw, slightly perturbed
+            rep = np.flatnonzero(rng.random(m) < p.pattern_fraction)
+            which = rng.integers(0, p.patterns, size=rep.size)
+            comp[rep] = self.pattern_comp[which]
+            t[rep] = self.pattern_latent[which] + p.pattern_noise * t[rep]
+            z[rep] = self.pattern_z[which] + p.pattern_noise * z[rep]
+            if iso is not None:
+                iso[rep] = self.pattern_iso[which] + p.pattern_noise * iso[rep]
         group = comp // p.components
-        latent = rng.standard_t(p.latent_df, size=(m, self.rank)) * self.scale[comp]
+        latent = t * self.scale[comp]
         x = self.mean[comp]
         order = np.argsort(group, kind="stable")
         bounds = np.searchsorted(group[order], np.arange(p.groups + 1))
@@ -105,14 +127,17 @@ class _World:
             rows = order[bounds[g] : bounds[g + 1]]
             if rows.size:
                 x[rows] += latent[rows] @ self.basis[g]
+        z *= self.noise[comp][:, None]
         if p.noise_rank:
-            z = rng.standard_normal((m, self.noise_basis.shape[1])) * self.noise[comp][:, None]
+            if iso is not None:
+                z *= np.sqrt(1.0 - p.iso_share)
+                x += iso * (np.sqrt(p.iso_share) * self.noise[comp][:, None])
             for g in range(p.groups):
                 rows = order[bounds[g] : bounds[g + 1]]
                 if rows.size:
                     x[rows] += z[rows] @ self.noise_basis[g]
         else:
-            x += self.noise[comp][:, None] * rng.standard_normal((m, self.dim))
+            x += z
         return x
 
 
