@@ -43,7 +43,13 @@ import numpy as np  # noqa: E402
 from vdbbench.common import train_sample  # noqa: E402
 from vdbbench.common.recall import knn_recall  # noqa: E402
 from vdbbench.datasets import synth  # noqa: E402
-from vdbbench.datasets.difficulty import hnsw_difficulty, ivf_difficulty, nn_distance_stats, value_stats  # noqa: E402
+from vdbbench.datasets.difficulty import (  # noqa: E402
+    first_reaching,
+    hnsw_difficulty,
+    ivf_difficulty,
+    nn_distance_stats,
+    value_stats,
+)
 from vdbbench.datasets.groundtruth import compute_groundtruth  # noqa: E402
 from vdbbench.datasets.loader import parse_synth_name  # noqa: E402
 
@@ -130,14 +136,7 @@ def smallest(recall_of, lo: int, hi: int, target: float) -> int | None:
         if cur >= hi:
             return None
         lo, cur = cur + 1, min(2 * cur, hi)
-    hi = cur
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if recall_of(mid) >= target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    return first_reaching(recall_of, target, lo, cur)
 
 
 def prepare(base, queries, gt, target: float, k: int, d, g, with_hnswlib: bool) -> list[Timed]:
