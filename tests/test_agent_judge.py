@@ -148,14 +148,14 @@ def test_a_fast_best_still_accepts_a_ten_percent_gain_and_rejects_no_effect(tmp_
 
 @pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads /proc/<pid>/limits (Linux)")
 def test_every_worker_reads_the_judged_clock_alike(tmp_path):
-    """Candidate and kept best get the same limits: a CPU-time limit on one of them alone arms
-    its process CPU timer, whose clock then lags the running thread and reads it faster."""
+    """Two workers spawned as the evaluator spawns candidate and best get the same limits, and
+    no CPU-time limit: one on one of them alone arms its process CPU timer, whose clock then
+    lags the running thread and reads it faster."""
     import time
 
     from vdbbench.agent.candidate import CandidateProcess
 
     card = load_task(FIXTURE / "task.toml")
-    card.limits.keep_best_worker = True
     limits = []
     for tag in ("candidate", "best"):
         proc = CandidateProcess(tmp_path / "absent.so", card, tmp_path / f"{tag}.log", time.monotonic() + 30)
