@@ -75,6 +75,10 @@ class WorldParams:
     patterns: int = 0  # recurring patterns of the world (fixed draws of the process)
     pattern_fraction: float = 0.0  # share of rows (base and queries) that repeat one of them
     pattern_noise: float = 0.3  # a repeat's latent and noise perturbation, relative to a fresh draw's
+    pattern_span: float = 0.0  # a repeat's position along its pattern's own directions (a continuous family)
+    pattern_dims: int = 1  # how many such directions each pattern has (1: a curve, 2: a sheet)
+    weight_spread: float = 0.0  # log-normal sigma of the components' shares of the rows (0: all alike)
+    own_basis: float = 0.0  # share of the components whose latent directions are their own, not their group's
 
 
 @dataclass(frozen=True)
@@ -109,17 +113,35 @@ class _World:
             nb = np.linalg.qr(np.random.default_rng([seed, 5, dim]).standard_normal((G, dim, q)))[0]
             self.noise_basis = nb.transpose(0, 2, 1) * np.sqrt(dim / q)  # (G, q, dim): the same total energy
         self.noise_dim = min(p.noise_rank, dim) if p.noise_rank else dim
+        self.own = None
+        if p.own_basis > 0:
+            orng = np.random.default_rng([seed, 8, dim])
+            self.own = orng.random(G * K) < p.own_basis
+            ob = np.linalg.qr(orng.standard_normal((int(self.own.sum()), dim, r)))[0]
+            self.own_basis = ob.transpose(0, 2, 1).astype(np.float32)  # (own components, r, dim)
+            self.own_index = np.cumsum(self.own) - 1
+        self.cum_weight = None
+        if p.weight_spread > 0:
+            w = np.random.default_rng([seed, 7, dim]).lognormal(0.0, p.weight_spread, size=G * K)
+            self.cum_weight = np.cumsum(w / w.sum())
         if p.patterns and p.pattern_fraction > 0:
             prng = np.random.default_rng([seed, 6, dim])
             self.pattern_comp = prng.integers(0, G * K, size=p.patterns)
             self.pattern_latent = prng.standard_t(p.latent_df, size=(p.patterns, r))
             self.pattern_z = prng.standard_normal((p.patterns, self.noise_dim))
             self.pattern_iso = prng.standard_normal((p.patterns, dim)) if p.noise_rank and p.iso_share > 0 else None
+            if p.pattern_span > 0:
+                frng = np.random.default_rng([seed, 9, dim])
+                self.pattern_dir_t = frng.standard_normal((p.patterns, p.pattern_dims, r))
+                self.pattern_dir_z = frng.standard_normal((p.patterns, p.pattern_dims, self.noise_dim))
 
     def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
         """m raw points (float64) of the process."""
         p = self.p
-        comp = rng.integers(0, p.groups * p.components, size=m)
+        if self.cum_weight is None:
+            comp = rng.integers(0, p.groups * p.components, size=m)
+        else:
+            comp = np.minimum(np.searchsorted(self.cum_weight, rng.random(m), side="right"), self.cum_weight.size - 1)
         t = rng.standard_t(p.latent_df, size=(m, self.rank))
         z = rng.standard_normal((m, self.noise_dim))
         iso = rng.standard_normal((m, self.dim)) if p.noise_rank and p.iso_share > 0 else None
@@ -129,6 +151,10 @@ class _World:
             comp[rep] = self.pattern_comp[which]
             t[rep] = self.pattern_latent[which] + p.pattern_noise * t[rep]
             z[rep] = self.pattern_z[which] + p.pattern_noise * z[rep]
+            if p.pattern_span > 0:  # where along the family: uniform in [-span, span] per direction
+                s = p.pattern_span * rng.uniform(-1.0, 1.0, size=(rep.size, p.pattern_dims))
+                t[rep] += np.einsum("mj,mjr->mr", s, self.pattern_dir_t[which])
+                z[rep] += np.einsum("mj,mjq->mq", s, self.pattern_dir_z[which])
             if iso is not None:
                 iso[rep] = self.pattern_iso[which] + p.pattern_noise * iso[rep]
         group = comp // p.components
@@ -136,10 +162,16 @@ class _World:
         x = self.mean[comp]
         order = np.argsort(group, kind="stable")
         bounds = np.searchsorted(group[order], np.arange(p.groups + 1))
+        own = self.own[comp] if self.own is not None else np.zeros(m, bool)
         for g in range(p.groups):
             rows = order[bounds[g] : bounds[g + 1]]
+            rows = rows[~own[rows]]
             if rows.size:
                 x[rows] += latent[rows] @ self.basis[g]
+        if own.any():
+            rows = np.flatnonzero(own)
+            b = self.own_basis[self.own_index[comp[rows]]]
+            x[rows] += np.einsum("mr,mrd->md", latent[rows].astype(np.float32), b)
         z *= self.noise[comp][:, None]
         if p.noise_rank:
             if iso is not None:
