@@ -1,6 +1,6 @@
 """The README's performance table, from the result folders `peer_table.py` wrote.
 
-Usage: python benchmarks/readme_table.py benchmarks/results/peers-synth-sift-1m-g4-2026-12-01-abc1234 ...
+Usage: python benchmarks/readme_table.py benchmarks/results/peers-synth-sift-1m-g5-2026-12-01-abc1234 ...
 
 Per folder (one dataset) and mode: our QPS at the headline, the best IVF-family peer (every faiss
 IVF configuration and ScaNN: the one with the smallest ours/peer ratio, i.e. the hardest), the
