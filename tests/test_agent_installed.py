@@ -57,8 +57,14 @@ def installed(tmp_path_factory) -> dict:
     wheels = root / "wheels"
     t0 = time.monotonic()
     maturin = shutil.which("maturin")
+    # This environment's `pip` command, as the README's install line runs it: maturin gives cargo
+    # the path of the interpreter it was started from (PYO3_PYTHON), and `python -m pip` (.../python
+    # rather than the script's .../python3) made cargo rebuild pyo3 and relink the extension
+    # instead of reusing that install's build.
+    pip = Path(sys.executable).with_name("pip")
+    pip_cmd = [str(pip)] if pip.is_file() else [sys.executable, "-m", "pip"]
     cmd = ([maturin, "build", "--release", "-o", str(wheels)] if maturin else
-           [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), str(ROOT)])
+           [*pip_cmd, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)])
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     build_s = time.monotonic() - t0
