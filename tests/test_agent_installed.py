@@ -61,8 +61,8 @@ def installed(tmp_path_factory) -> dict:
     # the path of the interpreter it was started from (PYO3_PYTHON), and `python -m pip` (.../python
     # rather than the script's .../python3) made cargo rebuild pyo3 and relink the extension
     # instead of reusing that install's build.
-    pip = Path(sys.executable).with_name("pip")
-    pip_cmd = [str(pip)] if pip.is_file() else [sys.executable, "-m", "pip"]
+    pip = _pip_script()
+    pip_cmd = [str(pip)] if pip else [sys.executable, "-m", "pip"]
     cmd = ([maturin, "build", "--release", "-o", str(wheels)] if maturin else
            [*pip_cmd, "wheel", "--no-deps", "-w", str(wheels), str(ROOT)])
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
@@ -84,6 +84,16 @@ def installed(tmp_path_factory) -> dict:
     assert all(w.startswith(str(venv)) for w in where), f"not the installed package: {where}"
     print(f"\nwheel built in {build_s:.0f} s ({' '.join(cmd[:3])})")
     return {"bin": venv / "bin" / "vdbbench", "python": py, "build_s": build_s}
+
+
+def _pip_script() -> Path | None:
+    """The `pip` script beside this interpreter when its #! line runs this same interpreter."""
+    pip = Path(sys.executable).with_name("pip")
+    try:
+        shebang = pip.read_text(errors="replace").splitlines()[0]
+        return pip if shebang.startswith("#!") and os.path.samefile(shebang[2:].split()[0], sys.executable) else None
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
 
 
 def _clean_env(**extra) -> dict:
