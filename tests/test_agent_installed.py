@@ -1,6 +1,6 @@
 """The agent command line as a user types it, from a NON-editable install: a wheel built once per
-test session (`maturin build --release`, falling back to `pip wheel`), installed in a temporary
-virtualenv, run from a checkout with the default runs folder, driven by a loopback
+test session (`pip wheel`: maturin's PEP 517 backend, as `pip install .` builds it), installed in
+a temporary virtualenv, run from a checkout with the default runs folder, driven by a loopback
 OpenAI-compatible endpoint with a scripted model (test_agent_loop.FakeEndpoint)."""
 
 from __future__ import annotations
@@ -56,9 +56,13 @@ def installed(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("installed")
     wheels = root / "wheels"
     t0 = time.monotonic()
-    maturin = shutil.which("maturin")
-    cmd = ([maturin, "build", "--release", "-o", str(wheels)] if maturin else
-           [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), str(ROOT)])
+    # This environment's `pip` command, as the README's install line runs it: maturin gives cargo
+    # the path of the interpreter it was started from (PYO3_PYTHON), and any other path (a
+    # `maturin build` finding .../python on PATH, or `python -m pip`, where the pip script runs
+    # .../python3) made cargo rebuild pyo3 and relink the fat-LTO extension instead of reusing
+    # the editable install's build.
+    pip = _pip_script()
+    cmd = [*([str(pip)] if pip else [sys.executable, "-m", "pip"]), "wheel", "--no-deps", "-w", str(wheels), str(ROOT)]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     build_s = time.monotonic() - t0
@@ -78,6 +82,16 @@ def installed(tmp_path_factory) -> dict:
     assert all(w.startswith(str(venv)) for w in where), f"not the installed package: {where}"
     print(f"\nwheel built in {build_s:.0f} s ({' '.join(cmd[:3])})")
     return {"bin": venv / "bin" / "vdbbench", "python": py, "build_s": build_s}
+
+
+def _pip_script() -> Path | None:
+    """The `pip` script beside this interpreter when its #! line runs this same interpreter."""
+    pip = Path(sys.executable).with_name("pip")
+    try:
+        shebang = pip.read_text(errors="replace").splitlines()[0]
+        return pip if shebang.startswith("#!") and os.path.samefile(shebang[2:].split()[0], sys.executable) else None
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
 
 
 def _clean_env(**extra) -> dict:
