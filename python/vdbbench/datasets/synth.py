@@ -30,10 +30,10 @@ k-means tiled on its own, and exact-scan IVF needed 0.53% of the lists for recal
 (real SIFT: 1.3-1.7%); with 6 groups (v5) it needs 1.25% (nprobe 50 of 4000; real SIFT's low end is
 48 of 3840), and faiss HNSW32's efSearch for 0.95 moves from 36 to 67 (real SIFT: 48; 8 groups:
 1.10% and 55, 2 groups: 1.88% and 86). Component weights, heavier latent tails, per-component
-bases, continuous pattern families, more components and more noise all left IVF within 0.1 point of
-v4 (benchmarks/results/synth_calibration.md). What v5 does not match: timed at 1M, graph indexes
-run 1.6-2.3x too slow relative to IVF (faiss HNSW32 at 0.31x IVF-PQ fast-scan's batch QPS, real
-SIFT 0.56x), and nearest neighbours are closer than real SIFT's (median 181 against 237).
+bases, continuous pattern families, more components and more noise left IVF at 0.38-0.60%
+(benchmarks/results/synth_calibration.md). What v5 does not match: timed at 1M, graph indexes run
+1.6-2.3x too slow relative to IVF (faiss HNSW32 at 0.31x IVF-PQ fast-scan's batch QPS, real SIFT
+0.56x), and nearest neighbours are closer than real SIFT's (median 181 against 237).
 
 `synth_sift` turns each point into a gradient histogram and does what SIFT does to one: keep the
 non-negative part, sharpen it (a power > 1: a few dominant orientations), weight the 4x4 spatial
