@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vdbbench.bench import cache, results
+from vdbbench.bench import cache, hugepages, results
 from vdbbench.bench.bandwidth import read_gbps_once
 from vdbbench.bench.concurrent import DEFAULT_CLIENTS, DEFAULT_DURATION_S, measure_levels
 from vdbbench.bench.frontier import SLACK, select_for_timing
@@ -93,22 +93,25 @@ def _measure_bytes(adapter: Adapter) -> int | None:
         return os.path.getsize(path)
 
 
-def build_index(adapter: Adapter, dataset, config: RunConfig, reporter) -> BuildInfo:
-    """Build (or, for cacheable peers, load from the cache) and return what it cost."""
+def build_index(adapter: Adapter, dataset, config: RunConfig, reporter) -> tuple[BuildInfo, dict]:
+    """Build (or, for cacheable peers, load from the cache); return what it cost and what
+    backing the process's memory with huge pages afterwards did (``hugepages.advise_process``:
+    every index is timed on huge pages, not only the engines that advise their own memory)."""
     sha = results.dataset_sha256(dataset)
+    info = None
     if adapter.cacheable and config.use_cache:
         reporter.phase(adapter.name, "loading cached index")
         info = cache.load_cached(adapter, sha)
-        if info is not None:
-            return info
-    reporter.phase(adapter.name, f"building (n={dataset.n:,})")
-    info = adapter.build(dataset.train)
-    if adapter.cacheable and config.use_cache:
-        reporter.phase(adapter.name, "saving index to cache")
-        info = cache.store(adapter, sha, info)
-    elif info.bytes is None:
-        info = BuildInfo(info.train_s, info.add_s, _measure_bytes(adapter), info.cached)
-    return info
+    if info is None:
+        reporter.phase(adapter.name, f"building (n={dataset.n:,})")
+        info = adapter.build(dataset.train)
+        if adapter.cacheable and config.use_cache:
+            reporter.phase(adapter.name, "saving index to cache")
+            info = cache.store(adapter, sha, info)
+        elif info.bytes is None:
+            info = BuildInfo(info.train_s, info.add_s, _measure_bytes(adapter), info.cached)
+    reporter.phase(adapter.name, "advising huge pages")
+    return info, hugepages.advise_process()
 
 
 class _PointEvaluator:
@@ -203,7 +206,7 @@ def run_index(
         if saved and saved.get("identity") == identity:
             state = saved
 
-    build = build_index(adapter, dataset, config, reporter)
+    build, pages = build_index(adapter, dataset, config, reporter)
     evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"])
     param_sets = sweep_points(adapter, evaluate, config, reporter)
     knobs = set(param_sets[0]) if param_sets else set()
@@ -284,7 +287,8 @@ def run_index(
         "index": {"name": adapter.name, "params": adapter.build_params(), "source": _source(adapter)},
         "machine": {**results.machine_info(_simd(adapter), adapter.versions()),
                     "read_gbps_1t": round(read_gbps_once(), 2)},
-        "build": {"train_s": build.train_s, "add_s": build.add_s, "bytes": build.bytes, "cached": build.cached},
+        "build": {"train_s": build.train_s, "add_s": build.add_s, "bytes": build.bytes, "cached": build.cached,
+                  "hugepages": pages},
         "run": {
             "k": k,
             "target_recall": config.target,
