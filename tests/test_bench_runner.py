@@ -10,7 +10,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np
 import pytest
 
-from vdbbench.bench import results
+from vdbbench.bench import hugepages, results
 from vdbbench.adapters import RunOptions
 from vdbbench.common import default_nlist
 from vdbbench.datasets import compute_groundtruth
@@ -104,6 +104,10 @@ def test_peer_index_is_cached_and_reused(small, tmp_path):
     second = run_index(adapter_class("faiss-ivf-sq8")(small.dim, small.n, "l2", opts), small, cfg, tmp_path / "b")
     assert first["build"]["cached"] is False and second["build"]["cached"] is True
     assert second["build"]["train_s"] == first["build"]["train_s"]  # recorded figures reused
+    # built or loaded, the peer's memory is offered huge pages before anything is timed
+    for r in (first, second):
+        assert r["build"]["hugepages"]["thp"] == hugepages.thp_mode()
+        assert "advised_mb" in r["build"]["hugepages"] or r["build"]["hugepages"]["skipped"]
     assert [p["recall10"] for p in second["swept"]] == [p["recall10"] for p in first["swept"]]
     cached = list((tmp_path / "data" / "indexes").glob("faiss-ivf-sq8-*.index"))
     assert len(cached) == 1
