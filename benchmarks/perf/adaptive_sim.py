@@ -146,7 +146,7 @@ print("\nadaptive rules: eps chosen on tune (cheapest with recall >= 0.95), then
 print("  rule    cap floor  eps    | tune rec lists codes    | held rec lists codes     "
       "| codes / fixed(pick) | interp lists codes / fixed(interp)")
 rf, lf, cf = evaluate(rule("fixed", 0, fixed_pick), held)
-print(f"  fixed nprobe {fixed_pick} (chosen on tune): held recall {rf:.4f}, {lf:.1f} lists, "
+print(f"  fixed nprobe {fixed_pick} (chosen on tune, recall {evaluate(rule('fixed', 0, fixed_pick), tune)[0]:.4f}): held recall {rf:.4f}, {lf:.1f} lists, "
       f"{cf:,.0f} codes")
 rows, curves = [], {}
 for kind, cap, floor, K in families:
@@ -226,15 +226,16 @@ for F in (8, 16):
             rt, lt, ct = evaluate(n, tune)
             curve.append(evaluate(n, held))
             if rt >= TARGET and (best is None or ct < best[2]):
-                best = (beta, lt, ct, n)
+                best = (beta, lt, ct, n, rt)
         curves[(f"kth{F}", cap, F)] = curve
         if best is None:
             continue
         rh, lh, ch = evaluate(best[3], held)
         il, ic = interp(curve)
         rows2.append((ic / fc, f"kth F {F}", cap, F, best[0], None, (rh, lh, ch), il, best[3]))
-        print(f"  F {F:2d} cap {cap:3d} beta {best[0]:.2f}: held recall {rh:.4f}, {lh:.1f} lists, "
-              f"codes {ch / cf:.3f} of fixed nprobe {fixed_pick}; interpolated {il:.1f} lists, {ic / fc:.3f}")
+        print(f"  F {F:2d} cap {cap:3d} beta {best[0]:.2f}: tune recall {best[4]:.4f}, held recall {rh:.4f}, "
+              f"{lh:.1f} lists, {ch:,.0f} codes = {ch / cf:.3f} of fixed nprobe {fixed_pick}; "
+              f"interpolated {il:.1f} lists, {ic / fc:.3f}")
 rows2.sort(key=lambda r: r[0])
 
 curves[("oracle", NMAX, 1)] = oracle
