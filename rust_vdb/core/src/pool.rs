@@ -1,7 +1,13 @@
-//! Thread control for batch calls: a cached rayon pool per requested thread count.
+//! Thread control: a cached rayon pool per requested thread count for batch calls, and
+//! spinning helper threads that share one query's scan with its caller (`run_shared`).
 
+use std::any::Any;
 use std::collections::HashMap;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
 
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
@@ -59,101 +65,335 @@ pub fn effective_threads(threads: Option<usize>) -> usize {
     threads.unwrap_or_else(rayon::current_num_threads)
 }
 
-/// Runs `work` on the calling thread and, at once, on `helpers` threads of the pool for
-/// `threads`, and returns what each run returned (the caller's first). `work` should pull its
-/// items from a shared counter, so any run may take any item.
-///
-/// The caller never waits for a helper to wake up: a helper that has not started by the time
-/// the caller's own run returns is abandoned and never calls `work` (waking a pool thread
-/// costs 15-50 µs on a virtual machine, as much as a whole single-query scan saves). A helper
-/// that did start is waited for, even when the caller's own run panics. A panic in any run is
-/// re-raised on the caller once every started helper has finished.
-pub fn run_shared<R: Send + 'static>(
-    helpers: usize,
-    threads: Option<usize>,
-    work: &(dyn Fn() -> R + Sync),
-) -> Result<Vec<R>> {
-    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-    use std::sync::atomic::{AtomicU8, Ordering};
+/// How long a shared-query helper spins, waiting for its next job, before it parks. Python
+/// calls one query at a time ~240 µs apart at 1M (tens of µs of them between calls), and
+/// waking a parked thread costs 15-50 µs on a virtual machine, about what sharing the scan
+/// saves: a helper that sleeps between back-to-back queries joins late or not at all. 1 ms
+/// covers the gap between such calls with room to spare (the OpenMP runtimes' GOMP_SPINCOUNT
+/// and KMP_BLOCKTIME do the same) and bounds what an idle helper burns after the last query.
+pub const HELPER_SPIN: Duration = Duration::from_millis(1);
 
-    const PENDING: u8 = 0;
-    const RUNNING: u8 = 1;
-    const DONE: u8 = 2;
-    const ABANDONED: u8 = 3;
-    type Outcome<R> = std::thread::Result<R>;
-    struct Slot<R> {
-        state: AtomicU8,
-        out: Mutex<Option<Outcome<R>>>,
-    }
-    /// `work` with its lifetime erased: only dereferenced between a helper's PENDING ->
-    /// RUNNING and its DONE, and the caller does not return before DONE once RUNNING began.
-    struct WorkPtr<R>(*const (dyn Fn() -> R + Sync + 'static));
-    // SAFETY: the pointee is Sync, and the protocol above keeps it alive while it is used.
-    unsafe impl<R> Send for WorkPtr<R> {}
+// A helper's `state`; the arrows say who moves it (C: the caller that claimed the helper,
+// H: the helper thread). IDLE -C-> POSTED, PARKED -C-> POSTED (and unpark), IDLE -H-> PARKED,
+// POSTED -H-> RUNNING -H-> DONE -C-> IDLE, and POSTED -C-> IDLE (abandoned: not started in
+// time). One atomic carries it all, so a post and a helper going to sleep cannot miss
+// each other: whichever of the two comes second sees the other's value.
+const IDLE: u8 = 0;
+const PARKED: u8 = 1;
+const POSTED: u8 = 2;
+const RUNNING: u8 = 3;
+const DONE: u8 = 4;
 
-    let pool = match threads {
-        Some(n) => Some(pool(n)?),
-        None => None,
-    };
-    let slots: Vec<Arc<Slot<R>>> = (0..helpers)
-        .map(|_| {
-            Arc::new(Slot {
-                state: AtomicU8::new(PENDING),
-                out: Mutex::new(None),
+/// A job as the helper sees it: a caller's closure with its lifetime erased. Only called
+/// between the helper's POSTED -> RUNNING and its DONE, and a caller does not return while
+/// its job is RUNNING, so the closure is alive whenever it is called.
+#[derive(Clone, Copy)]
+struct Job(*const (dyn Fn() + Sync + 'static));
+// SAFETY: the pointee is Sync (callable from any thread), and the protocol above keeps it
+// alive while a helper holds the pointer.
+unsafe impl Send for Job {}
+
+/// A panic's payload, carried from a helper back to its caller.
+type Panic = Box<dyn Any + Send>;
+
+/// One helper thread and its mailbox; claimed by at most one caller at a time.
+struct Helper {
+    claimed: AtomicBool,
+    state: AtomicU8,
+    /// The posted job in, and its panic (if any) out.
+    mailbox: Mutex<(Option<Job>, Option<Panic>)>,
+    /// Its thread, once started (None: it could not be).
+    thread: OnceLock<Option<Thread>>,
+}
+
+/// One helper per core but the caller's, started on first use and kept: more threads than
+/// cores would only take turns (and on one core a spinning helper would steal the caller's).
+fn helpers() -> &'static [Helper] {
+    static HELPERS: OnceLock<Box<[Helper]>> = OnceLock::new();
+    HELPERS.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (1..cores)
+            .map(|_| Helper {
+                claimed: AtomicBool::new(false),
+                state: AtomicU8::new(IDLE),
+                mailbox: Mutex::new((None, None)),
+                thread: OnceLock::new(),
             })
-        })
-        .collect();
-    // SAFETY: lifetime erasure only; see WorkPtr.
-    let erased: *const (dyn Fn() -> R + Sync + 'static) = unsafe { std::mem::transmute(work) };
-    for slot in &slots {
-        let slot = slot.clone();
-        let ptr = WorkPtr(erased);
-        let job = move || {
-            let ptr = ptr;
-            if slot
-                .state
-                .compare_exchange(PENDING, RUNNING, Ordering::AcqRel, Ordering::Acquire)
-                .is_err()
-            {
-                return; // abandoned: the caller may already be gone
+            .collect()
+    })
+}
+
+/// A helper thread's life: run posted jobs; between them spin for HELPER_SPIN, then park
+/// until a caller posts (a wake-up, even for a job abandoned meanwhile, starts a new spin:
+/// queries are coming again).
+fn helper_loop(h: &'static Helper) {
+    let mut awake_since = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if h.state.load(Ordering::Acquire) == POSTED
+            && h.state
+                .compare_exchange(POSTED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            let job = h.mailbox.lock().unwrap_or_else(|e| e.into_inner()).0.take();
+            let out = match job {
+                // SAFETY: RUNNING was claimed, so the caller waits for DONE before returning
+                // and the closure is alive (see Job).
+                Some(job) => catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)() })),
+                None => Ok(()),
+            };
+            h.mailbox.lock().unwrap_or_else(|e| e.into_inner()).1 = out.err();
+            h.state.store(DONE, Ordering::Release);
+            awake_since = Instant::now();
+            continue;
+        }
+        std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        // Reading the clock costs more than a spin: look at it every 64th.
+        if spins & 63 != 0 || awake_since.elapsed() < HELPER_SPIN {
+            continue;
+        }
+        if h.state
+            .compare_exchange(IDLE, PARKED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
+            // park() may return spuriously: sleep on until a caller has moved the state.
+            while h.state.load(Ordering::Acquire) == PARKED {
+                std::thread::park();
             }
-            // SAFETY: RUNNING was claimed, so the caller waits for DONE before returning.
-            let out = catch_unwind(AssertUnwindSafe(|| unsafe { (*ptr.0)() }));
-            *slot.out.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
-            slot.state.store(DONE, Ordering::Release);
-        };
-        match &pool {
-            Some(p) => p.spawn(job),
-            None => rayon::spawn(job),
+            awake_since = Instant::now();
+        }
+    }
+}
+
+/// Claims a free helper, starting its thread on first use; None when all are taken (or no
+/// thread could be started).
+fn claim_helper() -> Option<&'static Helper> {
+    let h = helpers().iter().find(|h| {
+        h.claimed
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    })?;
+    let started = h.thread.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("vdb-helper".into())
+            .spawn(move || helper_loop(h))
+            .ok()
+            .map(|j| j.thread().clone())
+    });
+    if started.is_none() {
+        h.claimed.store(false, Ordering::Release);
+        return None;
+    }
+    Some(h)
+}
+
+/// Runs `work` on the calling thread and, at once, on up to `helpers` helper threads (fewer
+/// when other callers hold them, none on a single core), and returns what each run returned
+/// (the caller's first). `work` should pull its items from a shared counter, so any run may
+/// take any item.
+///
+/// The caller never waits for a helper to start: a helper that has not started by the time
+/// the caller's own run returns is abandoned and never calls `work`. The helpers spin for
+/// HELPER_SPIN after each job, so a call that follows another finds them awake. A helper
+/// that did start is waited for, even when the caller's own run panics. A panic in any run
+/// is re-raised on the caller once every started helper has finished.
+pub fn run_shared<R: Send>(helpers: usize, work: &(dyn Fn() -> R + Sync)) -> Vec<R> {
+    let mut claimed: Vec<&'static Helper> = Vec::with_capacity(helpers);
+    while claimed.len() < helpers {
+        match claim_helper() {
+            Some(h) => claimed.push(h),
+            None => break,
+        }
+    }
+    // Each helper's run leaves its result here (any order: only the caller's must be first).
+    let theirs = Mutex::new(Vec::with_capacity(claimed.len()));
+    let job = || {
+        let r = work();
+        theirs.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+    };
+    let job: &(dyn Fn() + Sync) = &job;
+    // SAFETY: lifetime erasure only; a helper calls it only while this call waits (see Job).
+    let job = Job(unsafe { std::mem::transmute::<_, *const (dyn Fn() + Sync + 'static)>(job) });
+    for h in &claimed {
+        h.mailbox.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(job);
+        if h.state.swap(POSTED, Ordering::AcqRel) == PARKED {
+            if let Some(Some(t)) = h.thread.get() {
+                t.unpark();
+            }
         }
     }
     // The caller's own run may panic too: the helpers that started must still be waited for
     // before unwinding frees what `work` borrows.
     let mine = catch_unwind(AssertUnwindSafe(work));
-    let mut results = Vec::with_capacity(helpers + 1);
     let mut helper_panic = None;
-    for slot in &slots {
-        if slot
+    for h in claimed {
+        let abandoned = h
             .state
-            .compare_exchange(PENDING, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
-            continue;
+            .compare_exchange(POSTED, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if !abandoned {
+            while h.state.load(Ordering::Acquire) != DONE {
+                std::hint::spin_loop();
+            }
+            let panic = h.mailbox.lock().unwrap_or_else(|e| e.into_inner()).1.take();
+            helper_panic = helper_panic.or(panic);
+            h.state.store(IDLE, Ordering::Release);
         }
-        while slot.state.load(Ordering::Acquire) != DONE {
-            std::hint::spin_loop();
-        }
-        match slot.out.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            Some(Ok(r)) => results.push(r),
-            Some(Err(panic)) => helper_panic = helper_panic.or(Some(panic)),
-            None => {}
-        }
+        h.mailbox.lock().unwrap_or_else(|e| e.into_inner()).0 = None;
+        h.claimed.store(false, Ordering::Release);
     }
     match (mine, helper_panic) {
         (Err(panic), _) | (Ok(_), Some(panic)) => resume_unwind(panic),
         (Ok(r), None) => {
+            let mut results = theirs.into_inner().unwrap_or_else(|e| e.into_inner());
             results.insert(0, r);
-            Ok(results)
+            results
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::MutexGuard;
+
+    /// The tests share the process's helpers and watch their states: one test at a time.
+    fn serial() -> MutexGuard<'static, ()> {
+        static SERIAL: Mutex<()> = Mutex::new(());
+        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until every started helper has parked (they must, HELPER_SPIN after their last
+    /// job); false on a single core, where there are no helpers to test.
+    fn all_parked() -> bool {
+        run_shared(1, &|| ()); // starts a helper if none has been yet
+        let t0 = Instant::now();
+        while !helpers().iter().all(|h| {
+            h.thread.get().is_none_or(|t| t.is_none()) || h.state.load(Ordering::Acquire) == PARKED
+        }) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "a helper never parked"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        !helpers().is_empty()
+    }
+
+    /// Runs `work` with one helper, the caller's own run holding back until the helper has
+    /// started (so it cannot be abandoned); `work` gets whether it runs on the helper.
+    fn with_started_helper<R: Send>(work: impl Fn(bool) -> R + Sync) -> Vec<R> {
+        let started = AtomicBool::new(false);
+        let caller = std::thread::current().id();
+        run_shared(1, &|| {
+            if std::thread::current().id() == caller {
+                while !started.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                work(false)
+            } else {
+                started.store(true, Ordering::Release);
+                work(true)
+            }
+        })
+    }
+
+    #[test]
+    fn a_parked_helper_is_abandoned_and_never_runs_the_job_later() {
+        let _g = serial();
+        static HELPER_RUNS: AtomicUsize = AtomicUsize::new(0);
+        let caller = std::thread::current().id();
+        let work = || {
+            if std::thread::current().id() != caller {
+                HELPER_RUNS.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        let mut abandoned = 0;
+        for _ in 0..20 {
+            if !all_parked() {
+                return;
+            }
+            let before = HELPER_RUNS.load(Ordering::SeqCst);
+            // Waking a parked thread takes microseconds; the caller's run takes nothing.
+            let runs = run_shared(1, &work).len();
+            abandoned += (runs == 1) as usize;
+            std::thread::sleep(Duration::from_millis(2));
+            assert_eq!(HELPER_RUNS.load(Ordering::SeqCst) - before, runs - 1);
+        }
+        assert!(
+            abandoned > 0,
+            "the caller waited for a helper that had not started"
+        );
+    }
+
+    #[test]
+    fn a_panic_on_either_side_reaches_the_caller_after_the_helper_finished() {
+        let _g = serial();
+        if !all_parked() {
+            return;
+        }
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            with_started_helper(|on_helper| {
+                if on_helper {
+                    panic!("helper failed");
+                }
+            })
+        }));
+        let msg = r.expect_err("a helper's panic must reach the caller");
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"helper failed"));
+        // The helper thread lives on and runs the next job.
+        assert_eq!(
+            with_started_helper(|on_helper| on_helper),
+            vec![false, true]
+        );
+        // The caller panics while the helper still runs: the helper finishes first (it
+        // reads the caller's stack).
+        let finished = AtomicBool::new(false);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            with_started_helper(|on_helper| {
+                if on_helper {
+                    std::thread::sleep(Duration::from_millis(50));
+                    finished.store(true, Ordering::Release);
+                } else {
+                    panic!("caller failed");
+                }
+            })
+        }));
+        assert!(r.is_err());
+        assert!(
+            finished.load(Ordering::Acquire),
+            "unwound before the helper finished"
+        );
+    }
+
+    #[test]
+    fn many_concurrent_callers_each_take_every_item_once() {
+        let _g = serial();
+        let cores = helpers().len() + 1;
+        std::thread::scope(|sc| {
+            for _ in 0..6 {
+                sc.spawn(|| {
+                    for _ in 0..300 {
+                        let next = AtomicUsize::new(0);
+                        let work = || {
+                            let mut mine = Vec::new();
+                            while let i @ 0..64 = next.fetch_add(1, Ordering::Relaxed) {
+                                mine.push(i);
+                            }
+                            mine
+                        };
+                        let runs = run_shared(3, &work);
+                        assert!((1..=cores.min(4)).contains(&runs.len()));
+                        let mut all: Vec<usize> = runs.into_iter().flatten().collect();
+                        all.sort_unstable();
+                        assert_eq!(all, (0..64).collect::<Vec<_>>());
+                    }
+                });
+            }
+        });
+        // Every claim was given back.
+        assert!(helpers().iter().all(|h| !h.claimed.load(Ordering::Acquire)));
     }
 }

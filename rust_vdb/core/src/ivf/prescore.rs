@@ -73,13 +73,12 @@ impl IvfIndex {
 
     /// Scans every probe of `s.probes` into the heaps of its query. With `split` > 1 (a block
     /// of one query) and at least SPLIT_MIN_CODES vectors to scan, the lists are shared out
-    /// over that many threads of the `split_pool` pool.
+    /// between the calling thread and up to `split` - 1 helper threads (`pool::run_shared`).
     pub(super) fn prescore(
         &self,
         kern: &Kernels,
         s: &mut Scratch,
         split: usize,
-        split_pool: Option<usize>,
         stats: &mut SearchStats,
     ) {
         let planned: usize = s
@@ -89,12 +88,8 @@ impl IvfIndex {
             .sum();
         stats.codes_scanned += planned as u64;
         stats.bytes_scanned += (planned * self.row_bytes()) as u64;
-        let parts = if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 {
-            self.scan_split(kern, s, split, split_pool)
-        } else {
-            None
-        };
-        if let Some(parts) = parts {
+        if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 {
+            let parts = self.scan_split(kern, s, split);
             let heap = &mut s.heaps[0];
             for h in parts.iter().flatten() {
                 if h.score <= heap.threshold() {
@@ -127,14 +122,13 @@ impl IvfIndex {
 
     /// One query, several threads: each scans a share of its lists into a heap of its own;
     /// the union's best are the same hits a single heap keeps (hits are ordered by score,
-    /// then id). Returns each thread's hits, or None when the pool could not run them.
+    /// then id). Returns each run's hits.
     fn scan_split(
         &self,
         kern: &Kernels,
         s: &Scratch,
         split: usize,
-        split_pool: Option<usize>,
-    ) -> Option<Vec<Vec<crate::topk::Hit<u64>>>> {
+    ) -> Vec<Vec<crate::topk::Hit<u64>>> {
         let qv = QueryView::of(self.dim, &s.qblock, &s.qcodes, &s.qscaled, &s.bias, 0);
         let cap = s.heaps[0].k();
         let probes = &s.probes;
@@ -159,7 +153,7 @@ impl IvfIndex {
             heap.drain_sorted(&mut hits);
             hits
         };
-        pool::run_shared(split - 1, split_pool, &work).ok()
+        pool::run_shared(split - 1, &work)
     }
 
     /// One query's u8 l2 scan over all its probed lists, `CHUNK_ROWS` rows at a time, with

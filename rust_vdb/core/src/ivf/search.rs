@@ -111,7 +111,7 @@ impl IvfIndex {
                         .zip(dd.chunks_mut(SCAN_BLOCK * k))
                         .zip(ii.chunks_mut(SCAN_BLOCK * k))
                     {
-                        s.merge(&self.search_block(qs, &p, dd, ii, split, threads));
+                        s.merge(&self.search_block(qs, &p, dd, ii, split));
                     }
                     s
                 } else {
@@ -119,7 +119,7 @@ impl IvfIndex {
                         qs.par_chunks(block * dim)
                             .zip(dd.par_chunks_mut(block * k))
                             .zip(ii.par_chunks_mut(block * k))
-                            .map(|((qs, dd), ii)| self.search_block(qs, &p, dd, ii, 1, None))
+                            .map(|((qs, dd), ii)| self.search_block(qs, &p, dd, ii, 1))
                             .reduce(SearchStats::default, |mut a, b| {
                                 a.merge(&b);
                                 a
@@ -144,8 +144,8 @@ impl IvfIndex {
     /// the block's queries that probe it while its codes are in cache, then rerank per query.
     /// Results do not depend on the visiting order (the heaps order hits by score, then id).
     ///
-    /// A block of one query with `split_threads` > 1 scans its lists on that many threads of
-    /// the `split_pool` pool (see `prescore`).
+    /// A block of one query with `split_threads` > 1 shares its lists' scan with up to
+    /// `split_threads` - 1 helper threads (see `prescore`).
     fn search_block(
         &self,
         qs: &[f32],
@@ -153,7 +153,6 @@ impl IvfIndex {
         out_d: &mut [f32],
         out_i: &mut [i64],
         split_threads: usize,
-        split_pool: Option<usize>,
     ) -> SearchStats {
         SCRATCH.with(|cell| {
             let mut guard = cell.borrow_mut();
@@ -171,7 +170,7 @@ impl IvfIndex {
 
             self.prepare_prescore(p, m, s);
             let split = if m == 1 { split_threads } else { 1 };
-            self.prescore(kern, s, split, split_pool, &mut stats);
+            self.prescore(kern, s, split, &mut stats);
             let t2 = Instant::now();
             stats.prescore_s += (t2 - t1).as_secs_f64();
 
