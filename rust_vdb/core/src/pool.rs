@@ -289,7 +289,11 @@ mod tests {
         let caller = std::thread::current().id();
         run_shared(1, &|| {
             if std::thread::current().id() == caller {
+                // The pool tests run one at a time (serial), so a helper is free; a bound
+                // turns a broken hand-off into a failure instead of a hang.
+                let t0 = Instant::now();
                 while !started.load(Ordering::Acquire) {
+                    assert!(t0.elapsed() < Duration::from_secs(10), "the helper never started");
                     std::hint::spin_loop();
                 }
                 work(false)

@@ -299,8 +299,13 @@ fn one_query_on_several_threads_equals_one_thread_for_every_storage_and_metric()
             }
         }
     }
-    // A helper that wakes after the caller finished is abandoned; most calls get one.
-    assert!(shared > 0, "no call was ever shared between threads");
+    // A helper that starts after the caller finished is abandoned; most calls get one. On a
+    // single core there are no helpers (a spinning one would only steal the caller's core).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        shared > 0 || cores == 1,
+        "no call was ever shared between threads"
+    );
 }
 
 #[test]
@@ -328,22 +333,35 @@ fn run_shared_returns_the_callers_run_first_and_reraises_a_helpers_panic() {
         assert_eq!(all, (0..64).collect::<Vec<_>>());
     }
     // A helper that panics: the caller sees the panic (never a silent partial result). The
-    // caller's own run waits until a helper has started, so the helper cannot be abandoned.
-    let started = AtomicUsize::new(0);
+    // caller's own run waits until a helper has started, so the helper cannot be abandoned;
+    // the helpers are the process's, and the other tests of this binary run beside this one,
+    // so a call that found every helper taken (it waits a second at most) is tried again.
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) == 1 {
+        return; // no helpers on a single core
+    }
     let caller = std::thread::current().id();
-    let work = || {
-        if std::thread::current().id() == caller {
-            while started.load(Ordering::Acquire) == 0 {
-                std::hint::spin_loop();
+    for attempt in 0.. {
+        assert!(attempt < 200, "no helper ever started");
+        let started = std::sync::atomic::AtomicBool::new(false);
+        let work = || {
+            if std::thread::current().id() == caller {
+                let t0 = std::time::Instant::now();
+                while !started.load(Ordering::Acquire) && t0.elapsed().as_secs() < 1 {
+                    std::hint::spin_loop();
+                }
+                0
+            } else {
+                started.store(true, Ordering::Release);
+                panic!("helper failed");
             }
-            0
-        } else {
-            started.store(1, Ordering::Release);
-            panic!("helper failed");
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_shared(1, &work)));
+        if started.load(Ordering::Acquire) {
+            assert!(r.is_err(), "a helper's panic must reach the caller");
+            break;
         }
-    };
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_shared(1, &work)));
-    assert!(r.is_err(), "a helper's panic must reach the caller");
+        assert!(r.is_ok(), "no helper ran, so nothing could panic");
+    }
 }
 
 #[test]
