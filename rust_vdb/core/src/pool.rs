@@ -293,7 +293,10 @@ mod tests {
                 // turns a broken hand-off into a failure instead of a hang.
                 let t0 = Instant::now();
                 while !started.load(Ordering::Acquire) {
-                    assert!(t0.elapsed() < Duration::from_secs(10), "the helper never started");
+                    assert!(
+                        t0.elapsed() < Duration::from_secs(10),
+                        "the helper never started"
+                    );
                     std::hint::spin_loop();
                 }
                 work(false)
