@@ -12,6 +12,14 @@
 //! about 0.002 of flat routing's on synth-sift and synth-float (benchmarks/results/perf.md).
 //! The floor of the default nprobe matters on diffuse real-valued data, where a query's
 //! nearest lists often sit outside its nearest group.
+//!
+//! With "l2" over "u8+f16" storage, two-level routing scores its candidates in integer
+//! arithmetic: the centroids are encoded with the index's own Sq8 quantizer (derived when the
+//! centroids are set, never stored), so the query's u8 code and the u8 l2 kernel of the scan
+//! (`l2_u8_batch_pre`, VNNI where the CPU has it) rank them over half the bytes of the f16
+//! copy. The codes round each centroid by up to half a step per dimension, which reorders
+//! near neighbours a little: the best `nprobe + RECHECK_MARGIN` are re-scored in f16 exactly
+//! as before, and the nprobe best of those are probed.
 
 use half::f16;
 
@@ -19,6 +27,7 @@ use crate::defaults::default_nprobe;
 use crate::error::never_interrupt;
 use crate::kernels::Kernels;
 use crate::kmeans::{self, KMeansParams};
+use crate::quant::Sq8;
 
 /// Indexes with fewer lists score every centroid: that costs little there, and the groups
 /// would be too few to skip much.
@@ -32,6 +41,12 @@ pub const ROUTE_BLOCK: usize = 128;
 /// Blocks with fewer queries route query by query with the kernels (a matrix product packs
 /// every centroid first, which only pays off over several queries).
 pub const ROUTE_GEMM_MIN: usize = 4;
+/// Candidates beyond nprobe re-scored in f16 after the u8 ranking. Measured on synth-sift-1m
+/// (nlist 4000, 10,000 queries, `margin_sweep` below), queries whose lists differ from f16
+/// routing's at nprobe 10 / 50 / 100: margin 0: 1205 / 3873 / 5403, 4: 0 / 37 / 168,
+/// 8: 0 / 1 / 4, 16: 0 / 1 / 1, 64: the same 0 / 1 / 1 (near-ties, 0.1 in 1e5, that the
+/// single-row and batch f16 kernels round apart). 16 costs 0.2 us a query more than 8.
+pub const RECHECK_MARGIN: usize = 16;
 
 /// Inner products of m queries with every centroid (m x nlist): one matrix product for a
 /// block of `ROUTE_GEMM_MIN` or more, else the dot kernel over the f16 copy of the centroids
@@ -112,11 +127,52 @@ pub struct SuperRouting {
     /// The centroids in group order (f16: the centroids are f16 values already) and norms.
     cent_f16: Vec<f16>,
     cnorms: Vec<f32>,
+    /// "l2" over u8 codes: the centroids encoded like the stored vectors, in group order.
+    codes: Option<CentroidCodes>,
+}
+
+/// The centroids as u8 codes of the index's quantizer, with their `u8_row_term`s (what
+/// `l2_u8_batch_pre` needs), and the quantizer that encodes the query.
+#[derive(Clone, Debug)]
+struct CentroidCodes {
+    sq: Sq8,
+    codes: Vec<u8>,
+    terms: Vec<i32>,
+}
+
+impl CentroidCodes {
+    fn bytes(&self) -> usize {
+        self.codes.len() + self.terms.len() * 4 + self.sq.dim * 8
+    }
+}
+
+/// Scratch buffers of `SuperRouting::route`, reused across queries.
+#[derive(Default)]
+pub struct RouteBufs {
+    /// The groups of one query, best first.
+    pub groups: Vec<(f32, u32)>,
+    pub dots: Vec<f32>,
+    /// The query's u8 code, u8 distances of a group, and (distance << 32 | position) keys.
+    code: Vec<u8>,
+    dist: Vec<u32>,
+    keys: Vec<u64>,
+}
+
+/// What routing one query read: centroids (and super-centroids) scored, and their bytes.
+pub struct Routed {
+    pub scored: usize,
+    pub bytes: usize,
 }
 
 impl SuperRouting {
-    /// Groups `centroids` (nlist x dim, f16-exact values); None below MIN_NLIST lists.
-    pub fn build(centroids: &[f32], dim: usize, seed: u64) -> Option<SuperRouting> {
+    /// Groups `centroids` (nlist x dim, f16-exact values); None below MIN_NLIST lists. With
+    /// `sq` ("l2" over u8 codes) the candidates are ranked over the centroids' u8 codes.
+    pub fn build(
+        centroids: &[f32],
+        dim: usize,
+        seed: u64,
+        sq: Option<&Sq8>,
+    ) -> Option<SuperRouting> {
         let nlist = centroids.len() / dim.max(1);
         if nlist < MIN_NLIST {
             return None;
@@ -141,6 +197,21 @@ impl SuperRouting {
             cent_f16.extend(c.iter().map(|&v| f16::from_f32(v)));
             cnorms.push(c.iter().map(|v| v * v).sum());
         }
+        let codes = sq.map(|sq| {
+            let mut codes = vec![0u8; nlist * dim];
+            for (&li, out) in members.iter().zip(codes.chunks_exact_mut(dim)) {
+                sq.encode(&centroids[li as usize * dim..(li as usize + 1) * dim], out);
+            }
+            let terms = codes
+                .chunks_exact(dim)
+                .map(crate::kernels::scalar::u8_row_term)
+                .collect();
+            CentroidCodes {
+                sq: sq.clone(),
+                codes,
+                terms,
+            }
+        });
         Some(SuperRouting {
             dim,
             sup,
@@ -149,6 +220,7 @@ impl SuperRouting {
             members,
             cent_f16,
             cnorms,
+            codes,
         })
     }
 
@@ -180,19 +252,8 @@ impl SuperRouting {
         order: &mut Vec<(f32, u32)>,
     ) -> usize {
         let dim = self.dim;
-        let ng = self.sup_norms.len();
-        dots.resize(ng, 0.0);
-        (kern.dot_f32_batch)(q, &self.sup, &mut dots[..ng]);
-        groups.clear();
-        groups.extend(
-            dots.iter()
-                .zip(&self.sup_norms)
-                .enumerate()
-                .map(|(g, (&d, &n))| (n - 2.0 * d, g as u32)),
-        );
-        groups.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut scored = self.rank_groups(kern, q, groups, dots);
         order.clear();
-        let mut scored = ng;
         for &(_, g) in groups.iter() {
             let (a, b) = (self.starts[g as usize], self.starts[g as usize + 1]);
             if a == b {
@@ -221,6 +282,112 @@ impl SuperRouting {
         scored
     }
 
+    /// The groups of `q` into `groups`, nearest (L2 to the super-centroid) first; returns
+    /// their number.
+    fn rank_groups(
+        &self,
+        kern: &Kernels,
+        q: &[f32],
+        groups: &mut Vec<(f32, u32)>,
+        dots: &mut Vec<f32>,
+    ) -> usize {
+        let ng = self.sup_norms.len();
+        dots.resize(ng.max(dots.len()), 0.0);
+        (kern.dot_f32_batch)(q, &self.sup, &mut dots[..ng]);
+        groups.clear();
+        groups.extend(
+            dots[..ng]
+                .iter()
+                .zip(&self.sup_norms)
+                .enumerate()
+                .map(|(g, (&d, &n))| (n - 2.0 * d, g as u32)),
+        );
+        groups.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        ng
+    }
+
+    /// The `nprobe` lists query `q` probes into `order` as (score, list), best first, among
+    /// its `want` candidates: `candidates` then `keep_best`, or, with u8 codes and "l2", the
+    /// candidates ranked over the codes and the best `nprobe + RECHECK_MARGIN` of them scored
+    /// as `candidates` scores them (the lists differ only where the rounding of the centroids
+    /// pushes one of the nprobe best beyond that margin, or at near-ties the single-row and
+    /// batch f16 kernels round apart).
+    #[allow(clippy::too_many_arguments)]
+    pub fn route(
+        &self,
+        kern: &Kernels,
+        q: &[f32],
+        nprobe: usize,
+        want: usize,
+        sim: bool,
+        b: &mut RouteBufs,
+        order: &mut Vec<(f32, u32)>,
+    ) -> Routed {
+        let dim = self.dim;
+        let ng = self.groups();
+        let Some(cc) = self.codes.as_ref().filter(|_| !sim) else {
+            let scored = self.candidates(kern, q, want, sim, &mut b.groups, &mut b.dots, order);
+            keep_best(order, nprobe);
+            // f32 super-centroids, then the f16 centroids of the opened groups
+            let bytes = ng * 4 * dim + (scored - ng) * 2 * dim;
+            return Routed { scored, bytes };
+        };
+        self.route_u8(cc, kern, q, nprobe, nprobe + RECHECK_MARGIN, want, b, order)
+    }
+
+    /// `route` over the u8 codes `cc`, re-scoring the best `keep` candidates in f16.
+    #[allow(clippy::too_many_arguments)]
+    fn route_u8(
+        &self,
+        cc: &CentroidCodes,
+        kern: &Kernels,
+        q: &[f32],
+        nprobe: usize,
+        keep: usize,
+        want: usize,
+        b: &mut RouteBufs,
+        order: &mut Vec<(f32, u32)>,
+    ) -> Routed {
+        let (dim, ng) = (self.dim, self.groups());
+        let mut scored = self.rank_groups(kern, q, &mut b.groups, &mut b.dots);
+        b.code.resize(dim, 0);
+        cc.sq.encode(q, &mut b.code);
+        b.keys.clear();
+        for &(_, g) in b.groups.iter() {
+            let (lo, hi) = (self.starts[g as usize], self.starts[g as usize + 1]);
+            let n = hi - lo;
+            b.dist.resize(n.max(b.dist.len()), 0);
+            (kern.l2_u8_batch_pre)(
+                &b.code,
+                &cc.codes[lo * dim..hi * dim],
+                &cc.terms[lo..hi],
+                &mut b.dist[..n],
+            );
+            // (u8 distance, position in group order): one u64 compare ranks them.
+            let at = b.dist[..n].iter().zip(lo as u64..);
+            b.keys.extend(at.map(|(&d, p)| (d as u64) << 32 | p));
+            scored += n;
+            if b.keys.len() >= want {
+                break;
+            }
+        }
+        let keep = keep.min(b.keys.len());
+        if keep < b.keys.len() {
+            b.keys.select_nth_unstable(keep - 1);
+            b.keys.truncate(keep);
+        }
+        order.clear();
+        order.extend(b.keys.iter().map(|&k| {
+            let p = k as u32 as usize;
+            let d = (kern.dot_f32_f16)(q, &self.cent_f16[p * dim..(p + 1) * dim]);
+            (self.cnorms[p] - 2.0 * d, self.members[p])
+        }));
+        keep_best(order, nprobe);
+        // f32 super-centroids, u8 candidates, f16 re-checks
+        let bytes = ng * 4 * dim + (scored - ng) * dim + keep * 2 * dim;
+        Routed { scored, bytes }
+    }
+
     /// The number of groups (super-centroids).
     pub fn groups(&self) -> usize {
         self.sup_norms.len()
@@ -230,6 +397,7 @@ impl SuperRouting {
     pub fn bytes(&self) -> usize {
         (self.sup.len() + self.sup_norms.len() + self.cnorms.len()) * 4
             + self.cent_f16.len() * 2
+            + self.codes.as_ref().map_or(0, CentroidCodes::bytes)
             + self.members.len() * 4
             + self.starts.len() * 8
     }
@@ -250,7 +418,7 @@ mod tests {
 
     #[test]
     fn small_indexes_route_flat_and_large_searches_too() {
-        assert!(SuperRouting::build(&centroids(MIN_NLIST - 1, 8), 8, 0).is_none());
+        assert!(SuperRouting::build(&centroids(MIN_NLIST - 1, 8), 8, 0, None).is_none());
         // 4000 lists: default nprobe 64, so 16 x 64 = 1024 candidates up to nprobe 64.
         assert_eq!(SuperRouting::want(10, 4000), 1024);
         assert_eq!(SuperRouting::want(100, 4000), 1600);
@@ -264,7 +432,7 @@ mod tests {
     fn every_list_is_in_one_group_and_enough_candidates_are_scored() {
         let (n, dim) = (900, 8);
         let c = centroids(n, dim);
-        let r = SuperRouting::build(&c, dim, 1).unwrap();
+        let r = SuperRouting::build(&c, dim, 1, None).unwrap();
         assert_eq!(r.sup_norms.len(), 30);
         let mut seen = r.members.clone();
         seen.sort_unstable();
@@ -334,7 +502,7 @@ mod recall_tests {
             .map(|&v| f16::from_f32(v).to_f32())
             .collect();
         let norms = row_norms(&c, dim);
-        let r = SuperRouting::build(&c, dim, 0).unwrap();
+        let r = SuperRouting::build(&c, dim, 0, None).unwrap();
         let kern = kernels();
         let (mut g, mut d, mut order) = (vec![], vec![], vec![]);
         for nprobe in [1usize, 4, 16] {
@@ -363,6 +531,139 @@ mod recall_tests {
                 share >= 0.97,
                 "nprobe {nprobe}: two-level routing found {share:.3} of the nearest lists"
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod integer_tests {
+    use super::*;
+    use crate::kernels::available_tables;
+    use crate::kmeans::kmeans;
+    use crate::metric::Metric;
+    use crate::rng::Rng;
+
+    /// Clustered data: integers 0..=120 (SIFT-like, Sq8 step 1), or those over 7 (fractional
+    /// step); the coarse centroids of `nlist` lists.
+    fn data(integral: bool, n: usize, dim: usize, nlist: usize) -> (Vec<f32>, Vec<f32>) {
+        let mut rng = Rng::new(11);
+        let centres: Vec<f32> = (0..64 * dim).map(|_| rng.below(100) as f32).collect();
+        let x: Vec<f32> = (0..n)
+            .flat_map(|i| {
+                let c = &centres[(i % 64) * dim..(i % 64 + 1) * dim];
+                c.iter()
+                    .map(|&v| (v + rng.below(21) as f32).min(120.0))
+                    .collect::<Vec<_>>()
+            })
+            .map(|v| if integral { v } else { v / 7.0 })
+            .collect();
+        let mut p = KMeansParams::new(nlist, 2);
+        p.niter = 4;
+        let c = kmeans(&x, dim, &p, &never_interrupt).unwrap().centroids;
+        (x, c.iter().map(|&v| f16::from_f32(v).to_f32()).collect())
+    }
+
+    #[test]
+    fn integer_routing_picks_the_lists_of_f16_routing() {
+        let (n, dim, nlist) = (12_000, 24, 1100);
+        for integral in [true, false] {
+            let (x, c) = data(integral, n, dim, nlist);
+            let sq = Sq8::train(&x, dim, Metric::L2);
+            assert_eq!(sq.step[0] == 1.0, integral);
+            let f16_route = SuperRouting::build(&c, dim, 0, None).unwrap();
+            let u8_route = SuperRouting::build(&c, dim, 0, Some(&sq)).unwrap();
+            for kern in available_tables() {
+                let (mut b, mut g, mut d) = (RouteBufs::default(), vec![], vec![]);
+                let (mut want_order, mut got) = (vec![], vec![]);
+                for nprobe in [1usize, 5, 16] {
+                    let want = SuperRouting::want(nprobe, nlist);
+                    // queries: base rows, and points between two of them
+                    for (i, q) in x.chunks_exact(dim).step_by(41).take(150).enumerate() {
+                        let q: Vec<f32> = if i % 2 == 0 {
+                            q.to_vec()
+                        } else {
+                            let o = &x[(i * 97 % n) * dim..(i * 97 % n + 1) * dim];
+                            q.iter().zip(o).map(|(a, b)| (a + b) * 0.5).collect()
+                        };
+                        f16_route.candidates(
+                            kern,
+                            &q,
+                            want,
+                            false,
+                            &mut g,
+                            &mut d,
+                            &mut want_order,
+                        );
+                        keep_best(&mut want_order, nprobe);
+                        let r = u8_route.route(kern, &q, nprobe, want, false, &mut b, &mut got);
+                        let lists = |o: &[(f32, u32)]| o.iter().map(|x| x.1).collect::<Vec<_>>();
+                        assert_eq!(
+                            lists(&got),
+                            lists(&want_order),
+                            "{} integral {integral} nprobe {nprobe} query {i}",
+                            kern.name
+                        );
+                        assert!(r.scored >= want.min(nlist));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The measurement behind RECHECK_MARGIN: `VDB_INDEX=path VDB_QUERIES=raw f32 file`
+    /// `cargo test --release -p vdb-core margin_sweep -- --ignored --nocapture` prints, per
+    /// margin, how many queries probe other lists than f16 routing.
+    #[test]
+    #[ignore]
+    fn margin_sweep() {
+        let (Ok(path), Ok(qpath)) = (std::env::var("VDB_INDEX"), std::env::var("VDB_QUERIES"))
+        else {
+            return;
+        };
+        let idx = crate::persist::load(std::path::Path::new(&path)).unwrap();
+        let dim = idx.dim;
+        let nlist = idx.lists.len();
+        let bytes = std::fs::read(qpath).unwrap();
+        let qs: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let r = idx.routing.as_ref().unwrap();
+        let kern = crate::kernels::kernels();
+        let (mut b, mut g, mut d, mut want_order) = (RouteBufs::default(), vec![], vec![], vec![]);
+        for nprobe in [10usize, 50, 100] {
+            let want = SuperRouting::want(nprobe, nlist);
+            let t = std::time::Instant::now();
+            let flat: Vec<Vec<u32>> = qs
+                .chunks_exact(dim)
+                .map(|q| {
+                    r.candidates(kern, q, want, false, &mut g, &mut d, &mut want_order);
+                    keep_best(&mut want_order, nprobe);
+                    let mut l: Vec<u32> = want_order.iter().map(|x| x.1).collect();
+                    l.sort_unstable();
+                    l
+                })
+                .collect();
+            let us = t.elapsed().as_secs_f64() * 1e6 / flat.len() as f64;
+            eprintln!("nprobe {nprobe} f16 routing: {us:.1} us/query");
+            let cc = r.codes.as_ref().unwrap();
+            for margin in [0usize, 2, 4, 8, 16, 32, 64] {
+                let mut differ = 0;
+                let t = std::time::Instant::now();
+                for (q, f) in qs.chunks_exact(dim).zip(&flat) {
+                    let o = &mut want_order;
+                    r.route_u8(cc, kern, q, nprobe, nprobe + margin, want, &mut b, o);
+                    let mut l: Vec<u32> = o.iter().map(|x| x.1).collect();
+                    l.sort_unstable();
+                    differ += (l != *f) as usize;
+                }
+                let us = t.elapsed().as_secs_f64() * 1e6 / flat.len() as f64;
+                eprintln!(
+                    "nprobe {nprobe} margin {margin}: {differ} of {} queries probe other lists \
+                     ({us:.1} us/query)",
+                    flat.len()
+                );
+            }
         }
     }
 }

@@ -47,8 +47,8 @@ impl IvfIndex {
             _ => None,
         };
         // Commit only now: a failed or interrupted training leaves the index as it was.
-        self.set_centroids(km.centroids);
         self.sq = sq;
+        self.set_centroids(km.centroids);
         self.lists = vec![InvList::default(); nlist];
         Ok(())
     }

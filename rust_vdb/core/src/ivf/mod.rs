@@ -183,7 +183,8 @@ impl IvfIndex {
         self.sq.as_ref()
     }
 
-    /// Installs trained or loaded centroids, rounded to f16 values, with their derived data.
+    /// Installs trained or loaded centroids, rounded to f16 values, with their derived data
+    /// (after `sq`: "l2" routes over the centroids' u8 codes).
     pub(crate) fn set_centroids(&mut self, mut c: Vec<f32>) {
         for v in c.iter_mut() {
             *v = f16::from_f32(*v).to_f32();
@@ -192,7 +193,8 @@ impl IvfIndex {
         self.centroids_f16 = c.iter().map(|&v| f16::from_f32(v)).collect();
         self.routing = match self.metric {
             Metric::Ip => None,
-            _ => SuperRouting::build(&c, self.dim, self.seed),
+            Metric::L2 => SuperRouting::build(&c, self.dim, self.seed, self.sq.as_ref()),
+            Metric::Cosine => SuperRouting::build(&c, self.dim, self.seed, None),
         };
         self.centroids = c;
     }

@@ -28,8 +28,8 @@ pub(super) struct Scratch {
     pub qblock: Vec<f32>,
     pub dots: Vec<f32>,
     pub order: Vec<(f32, u32)>,
-    /// Two-level routing: the groups of one query, best first.
-    pub groups: Vec<(f32, u32)>,
+    /// Two-level routing's buffers.
+    pub route: route::RouteBufs,
     /// (list << 32 | query) for every probe of the block, sorted: the visiting order.
     pub probes: Vec<u64>,
     /// The counting sort of `probes`: where each list's probes start, and the sorted copy.
@@ -214,13 +214,9 @@ impl IvfIndex {
             // Each query scores only the centroids of its nearest groups.
             let want = SuperRouting::want(nprobe, nlist);
             for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
-                let scored =
-                    r.candidates(kern, q, want, sim, &mut s.groups, &mut s.dots, &mut s.order);
-                stats.centroids_scored += scored as u64;
-                // f32 super-centroids, then the f16 centroids of the opened groups
-                let groups = r.groups();
-                stats.bytes_scanned += (groups * 4 * dim + (scored - groups) * 2 * dim) as u64;
-                route::keep_best(&mut s.order, nprobe);
+                let done = r.route(kern, q, nprobe, want, sim, &mut s.route, &mut s.order);
+                stats.centroids_scored += done.scored as u64;
+                stats.bytes_scanned += done.bytes as u64;
                 s.probes.extend(
                     s.order
                         .iter()
