@@ -23,17 +23,20 @@ times a fresh draw. At 1M each pattern recurs about five times in the base, so t
 repeat one find a near-duplicate (real SIFT: nearest-neighbour distance p1 64 against a median of
 237), and graph walks through those neighbourhoods are cheap; IVF's difficulty does not move.
 
-How many groups the world has is what sets IVF's difficulty at 1M. Each group's points share one
-subspace (latent and noise directions), and real descriptors form a few broad continua rather than
-many separate families: with 32 groups (generator v4) each group was a slab of 31k points that
-k-means tiled on its own, and exact-scan IVF needed 0.53% of the lists for recall@10 0.95 at 1M
-(real SIFT: 1.3-1.7%); with 6 groups (v5) it needs 1.25% (nprobe 50 of 4000; real SIFT's low end is
-48 of 3840), and faiss HNSW32's efSearch for 0.95 moves from 36 to 67 (real SIFT: 48; 8 groups:
-1.10% and 55, 2 groups: 1.88% and 86). Component weights, heavier latent tails, per-component
-bases, continuous pattern families, more components and more noise left IVF at 0.38-0.60%
-(benchmarks/results/synth_calibration.md). What v5 does not match: timed at 1M, graph indexes run
-1.6-2.3x too slow relative to IVF (faiss HNSW32 at 0.31x IVF-PQ fast-scan's batch QPS, real SIFT
-0.56x), and nearest neighbours are closer than real SIFT's (median 181 against 237).
+Two knobs set the difficulty at 1M, and they move IVF and a graph differently. Each group's points
+share one subspace (latent and noise directions): with few groups, k-means lists cut through broad
+slabs and a query's neighbours spread over more of them (IVF harder), but a graph needs a wider beam
+too, faster than IVF. How far a component's mean sits from its group's (`component_spread`) moves
+IVF alone: further-flung components overlap less within a list, and a query's neighbours fall in
+more lists, while the walk between components stays as cheap. Generator v5 (6 groups, spread 0.3)
+matched IVF's low end (exact-scan IVF needed 1.25% of the lists for recall@10 0.95 at 1M, real SIFT
+1.3-1.7%) but needed faiss HNSW32's efSearch 67 against real SIFT's 48, and every graph QPS ratio at
+1M read 1.6-1.7x too slow; v6 (12 groups, spread 0.6) needs 1.50% of the lists (nprobe 60 of 4000,
+real SIFT's IVF4000,Flat: 64) and efSearch 45 (screening at 1M, 500 queries:
+benchmarks/results/synth_calibration.md, with the timed ratios). Component weights, heavier latent
+tails, per-component bases, continuous pattern families, more components and more noise left IVF's
+share nearly where it was. What v6 does not match as well: 17.7% zero components (real 13-15%) and
+nearest neighbours a little closer than real SIFT's (median 206 against 237).
 
 `synth_sift` turns each point into a gradient histogram and does what SIFT does to one: keep the
 non-negative part, sharpen it (a power > 1: a few dominant orientations), weight the 4x4 spatial
@@ -59,7 +62,7 @@ import numpy as np
 
 # Bump a kind's version when its output for a given (n, nq, seed, dim) changes: cached generated sets
 # are keyed by it (file name and Dataset.extra), so a file of an older generator is never reused.
-GENERATOR_VERSIONS = {"sift": 5, "float": 2}
+GENERATOR_VERSIONS = {"sift": 6, "float": 2}
 CHUNK = 1 << 13  # rows per random stream; always drawn whole, so prefixes agree
 _BASE_STREAM, _QUERY_STREAM = 2, 3
 
@@ -90,7 +93,8 @@ class SiftParams:
     window_exp: float = 4.0  # strength of the spatial Gaussian window across the 16 cells
 
 
-SIFT_WORLD = WorldParams(groups=6, components=683, patterns=20_000, pattern_fraction=0.1, pattern_noise=0.3)
+SIFT_WORLD = WorldParams(groups=12, components=683, component_spread=0.6, patterns=20_000, pattern_fraction=0.1,
+                         pattern_noise=0.3)
 SIFT_PARAMS = SiftParams()
 FLOAT_WORLD = WorldParams(groups=32, components=64, rank=12, mean_shape=2.0, component_spread=0.8,
                           latent_scale=2.5, noise=0.6, noise_spread=0.6, noise_rank=0)
