@@ -15,8 +15,8 @@ from vdbbench.datasets.loader import parse_synth_name
 from vdbbench.datasets.synth import SIFT_WORLD, sift_like, sift_normalise
 
 # The IVF difficulty band asserted at 100k (exact-scan IVF, nlist = 4*sqrt(n) = 1265): generator
-# v5 measured 2.69% (nprobe 34 with 1000 queries); at 1M it needs 1.25% (nprobe 50 of 4000), real
-# SIFT's low end (1.3-1.7%, benchmarks/results/synth_calibration.md). Generator v4, whose 32
+# v6 measured 2.69% (nprobe 34 with 1000 queries, as v5); at 1M it needs 1.50% (nprobe 60 of 4000),
+# inside real SIFT's 1.3-1.7% (benchmarks/results/synth_calibration.md). Generator v4, whose 32
 # groups k-means tiled one by one, measured 1.11% here and 0.53% at 1M: 2.5x too easy there. Recall
 # grows by ~0.005 per extra probe near 0.95, so the crossing moves with the 200-query sample: the
 # band leaves room for that and for faiss k-means differences, and still fails v4 (1.11%) or a
@@ -28,14 +28,14 @@ BAND_100K = (0.018, 0.04)
 # codes scanned) at its smallest nprobe for 0.95. On real SIFT at 1M, HNSW32 runs at 4x IVF-Flat's
 # batch QPS (DATA_NOTES); the replica before generator v3, with isotropic noise in all 128
 # dimensions, ran it at 0.4x, and its work ratio here is 1.9 (it fails this bound); this
-# generator's is 4.4 for v5 (IVF 4,804 per query at nprobe 34, HNSW32 1,103 at efSearch 31; v3:
-# 3.7, v4's recurring patterns made the graph's walk slightly cheaper). IVF's work
+# generator's is 4.3 for v6 (IVF 4,368 per query at nprobe 34, HNSW32 1,007 at efSearch 29; v5:
+# 4.4, v3: 3.7). IVF's work
 # grows about as sqrt(n) and a graph's as log(n), so at 100k the ratio is several times lower
 # than at 1M.
 GRAPH_WORK_MIN_100K = 2.5
 # ...and the graph's own setting: HNSW32's smallest efSearch for 0.95 at 100k may not exceed real
-# SIFT's at 1M (48). v5 needs 31 here and 67 at 1M (1.4x real); the same world with isotropic noise
-# needs 116 here while its work ratio (3.3) still passes the bound above, because IVF got harder too.
+# SIFT's at 1M (48). v6 needs 29 here and 45 at 1M (v5: 31 and 67); v5's world with isotropic noise
+# needed 116 here while its work ratio (3.3) still passed the bound above, because IVF got harder too.
 GRAPH_EF_MAX_100K = 48
 
 
