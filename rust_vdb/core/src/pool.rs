@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -188,6 +188,68 @@ fn claim_helper() -> Option<&'static Helper> {
     Some(h)
 }
 
+/// A caller that waited longer than this, after its own run, for a helper that had started
+/// found it preempted: its core was given to another process for a scheduler slice
+/// (milliseconds). A helper that keeps its core finishes its last list within microseconds of
+/// the caller.
+const STALL: Duration = Duration::from_micros(300);
+/// Shared calls without a stall that lower the backoff level by one (see `Backoff`).
+const CLEAN_PER_LEVEL: u32 = 64;
+/// At most 2^MAX_LEVEL calls (about a second of single queries at 1M) run alone after a stall.
+const MAX_LEVEL: u32 = 12;
+
+/// When single queries stop sharing, on a machine whose cores are busy with other work. A
+/// stall costs its caller milliseconds, sharing saves ~0.1 ms a query at 1M, so sharing pays
+/// only while fewer than ~1 in 40 shared calls stall: a stall raises the level and the next
+/// 2^level calls run alone; CLEAN_PER_LEVEL shared calls without one lower it. The level
+/// therefore climbs where more than 1 in CLEAN_PER_LEVEL calls stall (with one core kept
+/// busy, ~2-7% did, and the mean latency of 2 threads fell below one thread's), and on a
+/// quiet machine a rare stall costs a couple of unshared calls. Relaxed atomics: concurrent
+/// callers may race on an update, which only moves a heuristic.
+struct Backoff {
+    level: AtomicU32,
+    clean: AtomicU32,
+    skip: AtomicU32,
+}
+
+static BACKOFF: Backoff = Backoff {
+    level: AtomicU32::new(0),
+    clean: AtomicU32::new(0),
+    skip: AtomicU32::new(0),
+};
+
+impl Backoff {
+    /// False while the calls after a stall run alone (and counts this call off).
+    fn may_share(&self) -> bool {
+        self.skip
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| s.checked_sub(1))
+            .is_err()
+    }
+
+    /// Records how a shared call went.
+    fn record(&self, stalled: bool) {
+        if stalled {
+            let level = (self.level.load(Ordering::Relaxed) + 1).min(MAX_LEVEL);
+            self.level.store(level, Ordering::Relaxed);
+            self.clean.store(0, Ordering::Relaxed);
+            self.skip.store(1 << level, Ordering::Relaxed);
+        } else if self.clean.fetch_add(1, Ordering::Relaxed) + 1 >= CLEAN_PER_LEVEL {
+            self.clean.store(0, Ordering::Relaxed);
+            let _ = self
+                .level
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(1));
+        }
+    }
+}
+
+/// Whether a single query should share its scan now: there are helpers, and no recent stall
+/// says this machine's cores are busy (`Backoff`). A query told no scans alone on the
+/// one-thread path (its prefetch cursor runs on across lists), not on a split path without
+/// helpers. Each call counts off one of the calls that run alone after a stall.
+pub fn may_share() -> bool {
+    !helpers().is_empty() && BACKOFF.may_share()
+}
+
 /// Runs `work` on the calling thread and, at once, on up to `helpers` helper threads (fewer
 /// when other callers hold them, none on a single core), and returns what each run returned
 /// (the caller's first). `work` should pull its items from a shared counter, so any run may
@@ -197,7 +259,8 @@ fn claim_helper() -> Option<&'static Helper> {
 /// the caller's own run returns is abandoned and never calls `work`. The helpers spin for
 /// HELPER_SPIN after each job, so a call that follows another finds them awake. A helper
 /// that did start is waited for, even when the caller's own run panics. A panic in any run
-/// is re-raised on the caller once every started helper has finished.
+/// is re-raised on the caller once every started helper has finished. A call whose caller
+/// waited for a stalled helper is recorded for `may_share`.
 pub fn run_shared<R: Send>(helpers: usize, work: &(dyn Fn() -> R + Sync)) -> Vec<R> {
     let mut claimed: Vec<&'static Helper> = Vec::with_capacity(helpers);
     while claimed.len() < helpers {
@@ -226,22 +289,28 @@ pub fn run_shared<R: Send>(helpers: usize, work: &(dyn Fn() -> R + Sync)) -> Vec
     // The caller's own run may panic too: the helpers that started must still be waited for
     // before unwinding frees what `work` borrows.
     let mine = catch_unwind(AssertUnwindSafe(work));
-    let mut helper_panic = None;
+    let mine_done = Instant::now();
+    let (mut helper_panic, mut waited, mut ran) = (None, false, false);
     for h in claimed {
         let abandoned = h
             .state
             .compare_exchange(POSTED, IDLE, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if !abandoned {
+            ran = true;
             while h.state.load(Ordering::Acquire) != DONE {
                 std::hint::spin_loop();
             }
+            waited |= mine_done.elapsed() > STALL;
             let panic = h.mailbox.lock().unwrap_or_else(|e| e.into_inner()).1.take();
             helper_panic = helper_panic.or(panic);
             h.state.store(IDLE, Ordering::Release);
         }
         h.mailbox.lock().unwrap_or_else(|e| e.into_inner()).0 = None;
         h.claimed.store(false, Ordering::Release);
+    }
+    if ran {
+        BACKOFF.record(waited);
     }
     match (mine, helper_panic) {
         (Err(panic), _) | (Ok(_), Some(panic)) => resume_unwind(panic),
@@ -373,6 +442,33 @@ mod tests {
             finished.load(Ordering::Acquire),
             "unwound before the helper finished"
         );
+    }
+
+    #[test]
+    fn after_a_stall_calls_run_alone_longer_the_more_stalls_there_are() {
+        let b = Backoff {
+            level: AtomicU32::new(0),
+            clean: AtomicU32::new(0),
+            skip: AtomicU32::new(0),
+        };
+        let alone = |b: &Backoff| (0..10_000).take_while(|_| !b.may_share()).count();
+        assert_eq!(alone(&b), 0, "sharing is allowed until a stall");
+        b.record(true);
+        assert_eq!(alone(&b), 2, "the first stall: the next 2 calls run alone");
+        b.record(true);
+        b.record(true);
+        assert_eq!(alone(&b), 8, "the third in a row: 8");
+        for _ in 0..20 {
+            b.record(true);
+        }
+        assert_eq!(alone(&b), 1 << MAX_LEVEL, "capped");
+        // Shares without a stall bring it down one level per CLEAN_PER_LEVEL.
+        for _ in 0..(MAX_LEVEL - 1) * CLEAN_PER_LEVEL {
+            b.record(false);
+        }
+        assert_eq!(b.level.load(Ordering::Relaxed), 1);
+        b.record(true);
+        assert_eq!(alone(&b), 4, "a stall after that: level 2");
     }
 
     #[test]

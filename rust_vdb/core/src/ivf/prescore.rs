@@ -73,7 +73,8 @@ impl IvfIndex {
 
     /// Scans every probe of `s.probes` into the heaps of its query. With `split` > 1 (a block
     /// of one query) and at least SPLIT_MIN_CODES vectors to scan, the lists are shared out
-    /// between the calling thread and up to `split` - 1 helper threads (`pool::run_shared`).
+    /// between the calling thread and up to `split` - 1 helper threads (`pool::run_shared`),
+    /// unless `pool::may_share` says a helper stalled a caller lately (the cores are busy).
     pub(super) fn prescore(
         &self,
         kern: &Kernels,
@@ -88,7 +89,7 @@ impl IvfIndex {
             .sum();
         stats.codes_scanned += planned as u64;
         stats.bytes_scanned += (planned * self.row_bytes()) as u64;
-        if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 {
+        if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 && pool::may_share() {
             let parts = self.scan_split(kern, s, split);
             let heap = &mut s.heaps[0];
             for h in parts.iter().flatten() {
