@@ -5,17 +5,11 @@ their order alternating. Prints the median per-query routing time of each build 
 median new/old ratio of the rounds.
 Usage: python benchmarks/perf/ab_routing.py DATASET INDEX.vdb OLDPKG NPROBE NQ ROUNDS
 OLDPKG holds oldvdb/__init__.py and oldvdb/_rust_vdb.cpython-*.so (a copy of the old build)."""
-from usage import help_or_usage
+from usage import help_or_usage, pair_of_builds
 help_or_usage(__doc__, 6)
 import sys, statistics, numpy as np
-sys.path.insert(0, sys.argv[3])
-import oldvdb._rust_vdb as old
-import vdbbench._rust_vdb as new
-from vdbbench.datasets.loader import resolve
-ds, _ = resolve(sys.argv[1])
-nprobe, nq, rounds = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-q = np.ascontiguousarray(ds.test[:nq], dtype=np.float32)
-eng = {"old": old.IvfIndex.load(sys.argv[2]), "new": new.IvfIndex.load(sys.argv[2])}
+q, eng, nprobe, nq = pair_of_builds(sys.argv)
+rounds = int(sys.argv[6])
 def run(idx):
     t = 0.0
     for i in range(nq):

@@ -3,17 +3,11 @@
 1 thread: process CPU time; 2 threads: wall time (the query is shared by two threads).
 Usage: python benchmarks/perf/ab_single.py DATASET INDEX.vdb OLDPKG NPROBE NQ ROUNDS
 OLDPKG holds oldvdb/__init__.py and oldvdb/_rust_vdb.cpython-*.so (a copy of the old build)."""
-from usage import help_or_usage
+from usage import help_or_usage, pair_of_builds
 help_or_usage(__doc__, 6)
 import sys, time, statistics, numpy as np
-sys.path.insert(0, sys.argv[3])
-import oldvdb._rust_vdb as old
-import vdbbench._rust_vdb as new
-from vdbbench.datasets.loader import resolve
-ds, _ = resolve(sys.argv[1])
-nprobe, nq, rounds = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-q = np.ascontiguousarray(ds.test[:nq], dtype=np.float32)
-eng = {"old": old.IvfIndex.load(sys.argv[2]), "new": new.IvfIndex.load(sys.argv[2])}
+q, eng, nprobe, nq = pair_of_builds(sys.argv)
+rounds = int(sys.argv[6])
 def run(idx, threads):
     I = np.empty((nq, 10), np.int64); D = np.empty((nq, 10), np.float32)
     clock = time.process_time if threads == 1 else time.perf_counter

@@ -5,17 +5,11 @@ file: mean search latency per call (the gap excluded) and the process CPU per ca
 the gap (what a spinning helper burns). Shows up to which gap a helper is still awake.
 Usage: python benchmarks/perf/single_gap.py DATASET INDEX.vdb OLDPKG NPROBE NQ ROUNDS G1,G2,...
 OLDPKG holds oldvdb/__init__.py and oldvdb/_rust_vdb.cpython-*.so (a copy of the old build)."""
-from usage import help_or_usage
+from usage import help_or_usage, pair_of_builds
 help_or_usage(__doc__, 7)
 import sys, time, statistics, numpy as np
-sys.path.insert(0, sys.argv[3])
-import oldvdb._rust_vdb as old
-import vdbbench._rust_vdb as new
-from vdbbench.datasets.loader import resolve
-ds, _ = resolve(sys.argv[1])
-nprobe, nq, rounds = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-q = np.ascontiguousarray(ds.test[:nq], dtype=np.float32)
-eng = {"old": old.IvfIndex.load(sys.argv[2]), "new": new.IvfIndex.load(sys.argv[2])}
+q, eng, nprobe, nq = pair_of_builds(sys.argv)
+rounds = int(sys.argv[6])
 def run(idx, gap):
     lat = []; c0 = time.process_time(); w0 = time.perf_counter()
     for i in range(nq):

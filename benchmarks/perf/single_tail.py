@@ -5,17 +5,11 @@
 caller wait a scheduler tick). ab_single.py gives the rounds' median; this the pooled tail.
 Usage: python benchmarks/perf/single_tail.py DATASET INDEX.vdb OLDPKG NPROBE NQ THREADS
 OLDPKG holds oldvdb/__init__.py and oldvdb/_rust_vdb.cpython-*.so (a copy of the old build)."""
-from usage import help_or_usage
+from usage import help_or_usage, pair_of_builds
 help_or_usage(__doc__, 6)
 import sys, time, numpy as np
-sys.path.insert(0, sys.argv[3])
-import oldvdb._rust_vdb as old
-import vdbbench._rust_vdb as new
-from vdbbench.datasets.loader import resolve
-ds, _ = resolve(sys.argv[1])
-nprobe, nq, threads = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-q = np.ascontiguousarray(ds.test[:nq], dtype=np.float32)
-eng = {"old": old.IvfIndex.load(sys.argv[2]), "new": new.IvfIndex.load(sys.argv[2])}
+q, eng, nprobe, nq = pair_of_builds(sys.argv)
+threads = int(sys.argv[6])
 lat = {"old": [], "new": []}
 for r in range(20):
     for k in (("old", "new") if r % 2 == 0 else ("new", "old")):
