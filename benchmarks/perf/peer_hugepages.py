@@ -7,20 +7,21 @@ per call, best of 3). Variants: `time` as loaded; `advise` after vdbbench.bench.
 Usage: python benchmarks/perf/peer_hugepages.py {build,time,advise} faiss-hnsw,hnswlib,faiss-ivfpq-fs [DATASET]"""
 from usage import help_or_usage
 help_or_usage(__doc__, 2)
-import os, sys, time, json, re
+import os, sys, time, json
 import numpy as np
 from vdbbench.datasets import load_dataset
 from vdbbench.adapters.registry import adapter_class
 from vdbbench.adapters.interface import RunOptions
 from vdbbench.bench import cache, results
+from vdbbench.bench.hugepages import advise_process, anon_huge_bytes
 
 # the 1M replica's points at recall@10 0.95 (peers-synth-sift-1m-g5-2026-12-01-3cab492)
 PARAMS = {"faiss-hnsw": {"efSearch": 64}, "hnswlib": {"ef": 54},
           "faiss-ivfpq-fs": {"nprobe": 54, "k_factor": 16}, "faiss-ivf-flat": {"nprobe": 50}}
 
 def anon_huge():
-    t = open("/proc/self/smaps_rollup").read()
-    return int(re.search(r"AnonHugePages:\s+(\d+)", t).group(1)) // 1024
+    """The process's AnonHugePages, in MB."""
+    return (anon_huge_bytes() or 0) // 2**20
 
 def main():
     mode, names = sys.argv[1], sys.argv[2].split(",")
@@ -38,7 +39,6 @@ def main():
         if mode == "build":
             continue
         if mode == "advise":
-            from vdbbench.bench.hugepages import advise_process
             t=time.time(); r=advise_process(); print(name, r, time.time()-t, flush=True)
         p = PARAMS[name]
         if p is None:
