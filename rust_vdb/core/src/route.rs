@@ -224,6 +224,13 @@ impl SuperRouting {
         })
     }
 
+    /// The groups: the super-centroids (groups x dim) and their squared norms, and the
+    /// centroids of group g, `members[starts[g]..starts[g + 1]]` (as (sup, sup_norms, starts,
+    /// members)).
+    pub fn grouping(&self) -> (&[f32], &[f32], &[usize], &[u32]) {
+        (&self.sup, &self.sup_norms, &self.starts, &self.members)
+    }
+
     /// Whether a search probing `nprobe` of `nlist` lists should route through the groups.
     pub fn applies(nprobe: usize, nlist: usize) -> bool {
         Self::want(nprobe, nlist) < nlist / 2

@@ -72,6 +72,80 @@ fn kmeans_is_identical_at_any_thread_count_and_leaves_no_empty_cluster() {
 }
 
 #[test]
+fn kmeans_over_neighbours_is_identical_at_any_thread_count_and_as_good_as_scoring_all() {
+    // 8 neighbours of 64 centroids: every iteration after the first scores only those.
+    let dim = 8;
+    let x = blobs(6000, dim, 30, 21);
+    let mut p = KMeansParams::new(64, 5);
+    p.niter = 12;
+    p.tol = 0.0;
+    p.neighbours = 8;
+    let runs: Vec<_> = [1usize, 2]
+        .into_iter()
+        .map(|t| {
+            let mut p = p.clone();
+            p.threads = Some(t);
+            in_pool(t, || kmeans::kmeans(&x, dim, &p, &never_interrupt).unwrap())
+        })
+        .collect();
+    assert_eq!(runs[0].centroids, runs[1].centroids);
+    assert_eq!(runs[0].objective, runs[1].objective);
+    // No point moves to a farther centroid: the objective never rises.
+    let obj = &runs[0].objective;
+    assert!(obj.windows(2).all(|w| w[1] <= w[0] * (1.0 + 1e-6)), "{obj:?}");
+    // Within 1% of k-means scoring every centroid, from the same seeding.
+    let mut all = p.clone();
+    all.neighbours = 0;
+    let full = kmeans::kmeans(&x, dim, &all, &never_interrupt).unwrap();
+    let (a, b) = (*obj.last().unwrap(), *full.objective.last().unwrap());
+    assert!(a <= b * 1.01, "neighbours {a} vs all {b}");
+    // The first iteration scores every centroid in both.
+    assert_eq!(obj[0], full.objective[0]);
+    // With one neighbour (its own centroid) no point ever moves after the first assignment:
+    // the clusters, so the objective, stay as the second iteration left them.
+    let mut own = p.clone();
+    own.neighbours = 1;
+    let stuck = kmeans::kmeans(&x, dim, &own, &never_interrupt).unwrap().objective;
+    assert!(stuck[2..].iter().all(|&o| o == stuck[1]), "{stuck:?}");
+    assert!(*full.objective.last().unwrap() < stuck[1], "{:?}", full.objective);
+}
+
+#[test]
+fn a_large_add_assigns_nearly_every_vector_to_its_nearest_list() {
+    // 2048 lists and 8 vectors per list or more: `add` assigns through the routing groups.
+    let dim = 8;
+    let nlist = 2048;
+    let x = blobs(20_000, dim, 200, 31);
+    let mut ivf = IvfIndex::new(dim, Some(nlist), Metric::L2, Storage::U8F16, 0).unwrap();
+    ivf.train(&x, None, &never_interrupt).unwrap();
+    ivf.add(&x, None, None, &never_interrupt).unwrap();
+    let c = ivf.centroids();
+    let norms = kmeans::row_norms(c, dim);
+    let n = x.len() / dim;
+    let (mut exact, mut s) = (vec![0u32; n], vec![0f32; n]);
+    kmeans::assign(None, &x, c, &norms, dim, false, &mut exact, &mut s).unwrap();
+    let mut got = vec![u32::MAX; n];
+    for (li, l) in ivf.lists().iter().enumerate() {
+        for &id in &l.ids {
+            got[id as usize] = li as u32;
+        }
+    }
+    assert!(got.iter().all(|&l| l != u32::MAX), "a vector is in no list");
+    let d2 = |i: usize, l: u32| -> f32 {
+        let (p, q) = (&x[i * dim..(i + 1) * dim], &c[l as usize * dim..(l as usize + 1) * dim]);
+        p.iter().zip(q).map(|(a, b)| (a - b) * (a - b)).sum()
+    };
+    let same = (0..n).filter(|&i| got[i] == exact[i]).count();
+    let (mut cost, mut best) = (0f64, 0f64);
+    for i in 0..n {
+        cost += d2(i, got[i]) as f64;
+        best += d2(i, exact[i]) as f64;
+    }
+    assert!(same as f64 >= 0.97 * n as f64, "{same} of {n} in their nearest list");
+    assert!(cost <= best * 1.005, "assignment cost {cost} vs exact {best}");
+}
+
+#[test]
 fn kmeans_splits_clusters_when_data_has_fewer_modes_than_k() {
     // 4 distinct points repeated, plus a little spread: k=16 must still give 16 used lists.
     let dim = 4;

@@ -1,5 +1,12 @@
 //! Building an index: `train` fits the coarse centroids and the u8 quantizer, `add` assigns
 //! vectors to their lists and appends them (`layout`).
+//!
+//! A large add over many lists assigns through the routing groups instead of scoring every
+//! centroid: each vector's nearest super-centroid, then the nearest centroid of that group
+//! (its guess), then the nearest of the `ADD_NEIGHBOURS` centroids closest to the guess.
+//! That scores about 640 of 4000 centroids per vector at 1M. On synth-sift-1m it picks the
+//! nearest list for 99.96% of the vectors (the others go to a neighbouring list, never
+//! farther than the guess), and recall@10 at equal nprobe matches exact assignment's.
 
 use super::{InvList, IvfIndex, Storage};
 use crate::error::{Interrupt, Result, VdbError};
@@ -11,6 +18,18 @@ use crate::validate;
 
 /// Vectors assigned between two interrupt checks.
 const ASSIGN_CHUNK: usize = 16 * 1024;
+/// Candidate lists per vector in the grouped assignment: the centroids nearest to its guess
+/// (256 finds the nearest for 99.5% of the vectors, 512 for 99.96%).
+const ADD_NEIGHBOURS: usize = 512;
+/// The grouped assignment applies from this many lists (below, the candidates would be a
+/// large share of them)...
+const GROUPED_MIN_NLIST: usize = 4 * ADD_NEIGHBOURS;
+/// ...to adds of at least this many vectors per list (the neighbour table costs one nlist x
+/// nlist product per add).
+const GROUPED_MIN_PER_LIST: usize = 8;
+/// Vectors per grouped pass (an interrupt check between passes): enough that the vectors
+/// sharing a guess fill a matrix product.
+const GROUPED_CHUNK: usize = 256 * 1024;
 
 impl IvfIndex {
     /// Fits the coarse centroids (and the u8 quantizer) to `x`. Refused once vectors were added.
@@ -116,6 +135,13 @@ impl IvfIndex {
         let c_norms = kmeans::row_norms(&self.centroids, dim);
         let mut asg = vec![0u32; n];
         let mut score = vec![0f32; n];
+        let nlist = self.lists.len();
+        if let Some(routing) = &self.routing {
+            if nlist >= GROUPED_MIN_NLIST && n >= GROUPED_MIN_PER_LIST * nlist {
+                self.assign_grouped(routing, x, &c_norms, threads, interrupt, &mut asg)?;
+                return Ok(asg);
+            }
+        }
         for ((xs, a), s) in x
             .chunks(ASSIGN_CHUNK * dim)
             .zip(asg.chunks_mut(ASSIGN_CHUNK))
@@ -134,5 +160,70 @@ impl IvfIndex {
             interrupt()?;
         }
         Ok(asg)
+    }
+
+    /// `assign_lists` through the routing groups (module comment).
+    fn assign_grouped(
+        &self,
+        routing: &crate::route::SuperRouting,
+        x: &[f32],
+        c_norms: &[f32],
+        threads: Option<usize>,
+        interrupt: Interrupt,
+        asg: &mut [u32],
+    ) -> Result<()> {
+        let (dim, nlist, ip) = (self.dim, self.lists.len(), self.metric.is_similarity());
+        let (sup, sup_norms, starts, members) = routing.grouping();
+        let table =
+            kmeans::centroid_neighbours(threads, &self.centroids, c_norms, dim, ADD_NEIGHBOURS)?;
+        let table_starts = kmeans::fixed_starts(nlist, ADD_NEIGHBOURS);
+        interrupt()?;
+        let m = GROUPED_CHUNK.min(asg.len());
+        let (mut group, mut guess, mut score) = (vec![0u32; m], vec![0u32; m], vec![0f32; m]);
+        for (xs, a) in x
+            .chunks(GROUPED_CHUNK * dim)
+            .zip(asg.chunks_mut(GROUPED_CHUNK))
+        {
+            let c = a.len();
+            // Groups by L2 to their super-centroids (for cosine, unit vectors: the same order).
+            kmeans::assign(
+                threads,
+                xs,
+                sup,
+                sup_norms,
+                dim,
+                false,
+                &mut group[..c],
+                &mut score[..c],
+            )?;
+            kmeans::assign_among(
+                threads,
+                xs,
+                &self.centroids,
+                c_norms,
+                dim,
+                ip,
+                &group[..c],
+                starts,
+                members,
+                &mut guess[..c],
+                &mut score[..c],
+            )?;
+            kmeans::assign_among(
+                threads,
+                xs,
+                &self.centroids,
+                c_norms,
+                dim,
+                ip,
+                &guess[..c],
+                &table_starts,
+                &table,
+                a,
+                &mut score[..c],
+            )?;
+            interrupt()?;
+        }
+        Ok(())
     }
 }
