@@ -4,6 +4,7 @@ Usage: python benchmarks/perf/ab_builds.py DATASET INDEX.vdb NPROBE|- RERANK|- R
 OLD_DIR holds oldvdb/__init__.py and oldvdb/_rust_vdb.cpython-*.so (a copy of the build before
 the change; the module keeps its PyInit name, so both load in one process). "-" = engine default.
 One-thread QPS is on process CPU time (a busy shared machine's preemption is not counted).
+AB_MODES=batch@1,single@2 (environment) picks the modes; default all four.
 """
 from usage import help_or_usage
 help_or_usage(__doc__, 5)
@@ -36,7 +37,7 @@ def run(idx, mode, threads):
         for i in range(n):
             idx.search(q[i:i+1], k=10, nprobe=nprobe, rerank=rerank, threads=threads)
     return n / (clock() - t), I
-for mode, threads in (("batch", 1), ("batch", 2), ("single", 1), ("single", 2)):
+for mode, threads in [tuple((m.split("@")[0], int(m.split("@")[1]))) for m in __import__("os").environ.get("AB_MODES", "batch@1,batch@2,single@1,single@2").split(",")]:
     qps = {k: [] for k in engines}
     for r in range(rounds):
         for k, idx in engines.items():
