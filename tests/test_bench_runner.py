@@ -173,6 +173,28 @@ def test_ours_ivf_reports_stage_breakdown(small, tmp_path):
     assert r["build"]["bytes"] > 0 and r["build"]["cached"] is False
 
 
+def test_single_mode_points_keep_the_counters_of_queries_searched_one_per_call(small, tmp_path):
+    # What one query reads differs from a batch's share (split u8 codes read few tails alone,
+    # every tail in a batch's tiles): the bandwidth table reads each mode's own counters.
+    pytest.importorskip("vdbbench._rust_vdb")
+    from vdbbench.bench.report import bandwidth_markdown
+
+    cfg = _cfg(single_queries=12)
+    r = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
+    single = [p for p in r["points"] if p["mode"] == "single"]
+    assert single and all(p["stages"]["nq"] == 12 and p["stages"]["threads"] >= 1 for p in single)
+    batch = {results.point_key(p["params"]): p for p in r["points"] if p["mode"] == "batch"}
+    for p in single:
+        b = batch[results.point_key(p["params"])]["stages"]
+        assert p["stages"]["codes_scanned"] / 12 == pytest.approx(b["codes_scanned"] / b["nq"], rel=0.5)
+    r["machine"]["read_gbps_1t"] = 10.0
+    table = bandwidth_markdown([r])
+    rows = {line.split("|")[2].strip(): line.split("|")[4].strip() for line in table.splitlines() if line.startswith("| ivf")}
+    for h in r["headline"]:
+        own = next(p for p in r["points"] if (p["params"], p["mode"], p["threads"]) == (h["params"], h["mode"], h["threads"]))
+        assert rows[f"{h['mode']} @ {h['threads']}t"] == f"{own['stages']['bytes_scanned'] / own['stages']['nq']:,.0f}", table
+
+
 def test_resume_skips_an_index_already_finished(small, tmp_path):
     cfg = _cfg(modes=("batch",), options=RunOptions(nprobe=(1, 2)))
     adapter = adapter_class("faiss-ivf-flat")(small.dim, small.n, "l2", cfg.options)

@@ -131,7 +131,7 @@ class IvfIndex:
         ``topk_s`` (stage seconds are summed over threads; a single query shared between threads
         counts its scan's elapsed time), ``wall_s`` (elapsed),
         ``lists_probed``, ``centroids_scored`` (every centroid per query, or fewer through
-        two-level routing), ``codes_scanned``, ``candidates_reranked``, ``bytes_scanned``
+        two-level routing), ``codes_scanned``, ``tails_read`` (split u8 codes: tails completed), ``candidates_reranked``, ``bytes_scanned``
         (centroids, scanned rows and reranked rows read: logical bytes, a batch re-reads lists
         from the caches)."""
     def save(self, path: str | PathLike[str]) -> None:

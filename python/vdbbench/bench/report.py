@@ -178,13 +178,19 @@ class RichReporter:
         self.progress.stop_task(self._task(index))
 
 
-def _bytes_per_query(run: dict, params: dict) -> float | None:
-    """Bytes one query reads at `params`, from a batch point's engine counters (bytes_scanned / nq)."""
-    for p in run["points"]:
+def _bytes_per_query(run: dict, params: dict, mode: str, threads: int) -> float | None:
+    """Bytes one query reads at `params` in `mode` at `threads`, from that point's engine counters
+    (bytes_scanned / nq); results written before single-mode points kept counters fall back to a
+    batch point's."""
+    def per_query(p):
         st = p.get("stages") or {}
-        if p["params"] == params and st.get("bytes_scanned") and st.get("nq"):
-            return st["bytes_scanned"] / st["nq"]
-    return None
+        return st["bytes_scanned"] / st["nq"] if st.get("bytes_scanned") and st.get("nq") else None
+
+    same = [p for p in run["points"] if p["params"] == params]
+    for p in same:
+        if p.get("mode") == mode and p.get("threads") == threads and per_query(p):
+            return per_query(p)
+    return next((per_query(p) for p in same if per_query(p)), None)
 
 
 def bandwidth_markdown(runs: list[dict]) -> str:
@@ -195,7 +201,7 @@ def bandwidth_markdown(runs: list[dict]) -> str:
         gbps = r["machine"].get("read_gbps_1t")
         n = r["dataset"]["n"]
         for h in r["headline"]:
-            bpq = _bytes_per_query(r, h["params"]) if h["qps"] else None
+            bpq = _bytes_per_query(r, h["params"], h["mode"], h["threads"]) if h["qps"] else None
             if bpq is None or not gbps:
                 continue
             qps = h.get("qps_paired") or h["qps"]

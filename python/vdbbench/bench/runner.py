@@ -162,6 +162,30 @@ def _fmt(params: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
+#: Queries whose engine counters, summed, make a single-mode point's `stages` (after the timing,
+#: untimed): what one query reads can differ from a batch's share of it (a batch reads lists
+#: whole for all the queries that probe them; one query may skip parts of them).
+SINGLE_STAGE_QUERIES = 50
+
+
+def single_stages(adapter, queries, k: int, params: dict, threads: int) -> dict | None:
+    """The engine counters of `queries` searched one per call, summed over the calls (`threads`
+    is the largest any call used), or None for an adapter without counters."""
+    total: dict | None = None
+    for q in queries:
+        adapter.search(q[None, :], k, params, threads)
+        st = adapter.stage_stats()
+        if st is None:
+            return None
+        if total is None:
+            total = dict(st)
+            continue
+        for key, v in st.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                total[key] = max(total[key], v) if key == "threads" else total[key] + v
+    return total
+
+
 def run_index(
     adapter: Adapter, dataset, config: RunConfig, out_dir: Path, reporter=None, resume: bool = False,
     keep_index: bool = False,
@@ -243,11 +267,11 @@ def run_index(
                         dataset.nq, config.repeats, config.warmup, config.stat,
                     )
                     point.update(qps=timed["qps"], p50_ms=None, p99_ms=None, batch_s=timed["batch_s"])
+                    stages = adapter.stage_stats()  # the batch call's per-stage breakdown
                 else:
                     timed = time_single(lambda q: adapter.search(q, k, params, threads), single_q)
                     point.update(timed)
-                # the batch call's per-stage breakdown (after single mode it would be one query's)
-                stages = adapter.stage_stats() if mode == "batch" else None
+                    stages = single_stages(adapter, single_q[:SINGLE_STAGE_QUERIES], k, params, threads)
                 if stages is not None:
                     point["stages"] = stages
                 state["points"].append(point)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use half::f16;
 
 use crate::error::{Result, VdbError};
-use crate::ivf::{InvList, IvfIndex, Storage};
+use crate::ivf::{CodeSplit, InvList, IvfIndex, Storage};
 use crate::metric::Metric;
 use crate::quant::Sq8;
 
@@ -66,7 +66,17 @@ fn write_index<W: Write>(w: &mut CrcWriter<W>, idx: &IvfIndex) -> std::io::Resul
     for l in &idx.lists {
         w.u64(l.ids.len() as u64)?;
         w.put(bytemuck::cast_slice(&l.ids))?;
-        w.put(&l.codes)?;
+        match &idx.split {
+            // whole codes in dim order: the split is derived again at load
+            Some(split) => {
+                let mut whole = vec![0u8; l.len() * idx.dim];
+                for (r, code) in whole.chunks_exact_mut(idx.dim).enumerate() {
+                    l.code_of(r, idx.dim, Some(split), code);
+                }
+                w.put(&whole)?;
+            }
+            None => w.put(&l.codes)?,
+        }
         w.put(bytemuck::cast_slice(&l.vf16))?;
         w.put(bytemuck::cast_slice(&l.vf32))?;
     }
@@ -253,17 +263,13 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         let codes = r.vec::<u8>(cn, &what)?;
         let vf16 = r.vec::<f16>(hn, &what)?;
         let vf32 = r.vec::<f32>(fn_, &what)?;
-        let mut list = InvList {
+        lists.push(InvList {
             ids,
             codes,
             vf16,
             vf32,
-            terms: Vec::new(),
-        };
-        if storage == Storage::U8F16 && metric == Metric::L2 {
-            list.fill_terms(dim);
-        }
-        lists.push(list);
+            ..InvList::default()
+        });
     }
     if total != ntotal {
         return Err(corrupt(
@@ -291,10 +297,27 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         centroids_f16: Vec::new(),
         routing: None,
         sq,
+        split: None,
         lists,
         ntotal,
         codes_exact: false,
     };
+    if storage == Storage::U8F16 && metric == Metric::L2 {
+        index.split = CodeSplit::from_codes(
+            index.lists.iter().flat_map(|l| l.codes.chunks_exact(dim)),
+            dim,
+        );
+        for l in index.lists.iter_mut() {
+            if let Some(split) = &index.split {
+                l.split_codes(dim, split);
+            }
+            let (h, t) = index
+                .split
+                .as_ref()
+                .map_or((dim, 0), |s| (s.head, s.tail()));
+            l.fill_terms(h, t);
+        }
+    }
     index.set_centroids(centroids);
     index.codes_exact = index.compute_codes_exact();
     index.advise_huge_pages();

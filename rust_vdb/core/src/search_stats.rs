@@ -23,10 +23,14 @@ pub struct SearchStats {
     /// is scored, fewer through two-level routing (`route.rs`).
     pub centroids_scored: u64,
     pub codes_scanned: u64,
+    /// Split u8 codes (`ivf::CodeSplit`): the tails read, those of the rows whose heads passed
+    /// the threshold, and every row's in a batch's query tiles.
+    pub tails_read: u64,
     pub candidates_reranked: u64,
     /// Bytes the search read: centroids for routing (f32 once per matrix-product block, f16
-    /// per query otherwise), the scanned rows (u8 code + l2 term, or f16 / f32 vector) and the
-    /// f16 rows of reranked candidates. Logical bytes: a batch re-reads cached lists.
+    /// per query otherwise), the scanned rows (u8 code, or with split codes its head, + l2
+    /// term; or f16 / f32 vector), the tails read (+ their terms) and the f16 rows of reranked
+    /// candidates. Logical bytes: a batch re-reads cached lists.
     pub bytes_scanned: u64,
 }
 
@@ -41,6 +45,7 @@ impl SearchStats {
         self.lists_probed += o.lists_probed;
         self.centroids_scored += o.centroids_scored;
         self.codes_scanned += o.codes_scanned;
+        self.tails_read += o.tails_read;
         self.candidates_reranked += o.candidates_reranked;
         self.bytes_scanned += o.bytes_scanned;
     }
@@ -58,6 +63,7 @@ impl SearchStats {
             ("lists_probed", self.lists_probed as f64),
             ("centroids_scored", self.centroids_scored as f64),
             ("codes_scanned", self.codes_scanned as f64),
+            ("tails_read", self.tails_read as f64),
             ("candidates_reranked", self.candidates_reranked as f64),
             ("bytes_scanned", self.bytes_scanned as f64),
         ]

@@ -195,6 +195,14 @@ impl<P: Copy> Reservoir<P> {
         }
     }
 
+    /// Cuts the buffer to its k best now and returns the threshold: the k-th best score seen
+    /// so far, tighter than `threshold()` between cuts. For a scan about to test many rows
+    /// against one bound (a list's heads); the k best kept are the same either way.
+    pub fn tightened(&mut self) -> f32 {
+        self.cut();
+        self.thr
+    }
+
     /// Keeps the k best of the buffer; the threshold becomes the worst of them.
     fn cut(&mut self) {
         if self.buf.len() <= self.k {

@@ -92,7 +92,10 @@ fn kmeans_over_neighbours_is_identical_at_any_thread_count_and_as_good_as_scorin
     assert_eq!(runs[0].objective, runs[1].objective);
     // No point moves to a farther centroid: the objective never rises.
     let obj = &runs[0].objective;
-    assert!(obj.windows(2).all(|w| w[1] <= w[0] * (1.0 + 1e-6)), "{obj:?}");
+    assert!(
+        obj.windows(2).all(|w| w[1] <= w[0] * (1.0 + 1e-6)),
+        "{obj:?}"
+    );
     // Within 1% of k-means scoring every centroid, from the same seeding.
     let mut all = p.clone();
     all.neighbours = 0;
@@ -105,9 +108,15 @@ fn kmeans_over_neighbours_is_identical_at_any_thread_count_and_as_good_as_scorin
     // the clusters, so the objective, stay as the second iteration left them.
     let mut own = p.clone();
     own.neighbours = 1;
-    let stuck = kmeans::kmeans(&x, dim, &own, &never_interrupt).unwrap().objective;
+    let stuck = kmeans::kmeans(&x, dim, &own, &never_interrupt)
+        .unwrap()
+        .objective;
     assert!(stuck[2..].iter().all(|&o| o == stuck[1]), "{stuck:?}");
-    assert!(*full.objective.last().unwrap() < stuck[1], "{:?}", full.objective);
+    assert!(
+        *full.objective.last().unwrap() < stuck[1],
+        "{:?}",
+        full.objective
+    );
 }
 
 #[test]
@@ -132,7 +141,10 @@ fn a_large_add_assigns_nearly_every_vector_to_its_nearest_list() {
     }
     assert!(got.iter().all(|&l| l != u32::MAX), "a vector is in no list");
     let d2 = |i: usize, l: u32| -> f32 {
-        let (p, q) = (&x[i * dim..(i + 1) * dim], &c[l as usize * dim..(l as usize + 1) * dim]);
+        let (p, q) = (
+            &x[i * dim..(i + 1) * dim],
+            &c[l as usize * dim..(l as usize + 1) * dim],
+        );
         p.iter().zip(q).map(|(a, b)| (a - b) * (a - b)).sum()
     };
     let same = (0..n).filter(|&i| got[i] == exact[i]).count();
@@ -141,8 +153,14 @@ fn a_large_add_assigns_nearly_every_vector_to_its_nearest_list() {
         cost += d2(i, got[i]) as f64;
         best += d2(i, exact[i]) as f64;
     }
-    assert!(same as f64 >= 0.97 * n as f64, "{same} of {n} in their nearest list");
-    assert!(cost <= best * 1.005, "assignment cost {cost} vs exact {best}");
+    assert!(
+        same as f64 >= 0.97 * n as f64,
+        "{same} of {n} in their nearest list"
+    );
+    assert!(
+        cost <= best * 1.005,
+        "assignment cost {cost} vs exact {best}"
+    );
 }
 
 #[test]
@@ -467,6 +485,53 @@ fn query_tiles_of_a_block_equal_one_query_at_a_time_on_u8_codes() {
                 .unwrap();
             assert_eq!(&i[r * 10..(r + 1) * 10], &i1[..], "{threads:?} row {r}");
             assert_eq!(&d[r * 10..(r + 1) * 10], &d1[..], "{threads:?} row {r}");
+        }
+    }
+}
+
+#[test]
+fn split_u8_codes_give_the_exact_distances_of_whole_codes_in_every_path() {
+    // Integer data in 0..=255: u8 codes are exact, so with every list probed and no rerank
+    // the u8 prescore is the exact search. dim 40 and 64 split into a 16- / 32-dim head and a
+    // tail; every path (batch tiles, one query, one query on two threads, a loaded copy)
+    // must give Flat's ids and distances.
+    for dim in [40usize, 64] {
+        let mut rng = Rng::new(dim as u64);
+        let base: Vec<f32> = (0..3000 * dim).map(|_| rng.below(256) as f32).collect();
+        let q: Vec<f32> = (0..40 * dim).map(|_| rng.below(256) as f32).collect();
+        let mut ivf = IvfIndex::new(dim, Some(16), Metric::L2, Storage::U8F16, 0).unwrap();
+        ivf.train(&base, None, &never_interrupt).unwrap();
+        ivf.add(&base, None, None, &never_interrupt).unwrap();
+        let split = ivf
+            .code_split()
+            .expect("an l2 u8+f16 index of 32+ dims splits its codes");
+        assert_eq!(split.head, dim / 2 / 16 * 16);
+        let (fd, fi) = search_flat(&base, &q, dim, Metric::L2, 10);
+        let path = std::env::temp_dir().join(format!("vdb-split-{dim}-{}.vdb", std::process::id()));
+        vdb_core::persist::save(&ivf, &path).unwrap();
+        let loaded = vdb_core::persist::load(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(loaded.code_split().is_some());
+        for idx in [&ivf, &loaded] {
+            let (d, i, _) = idx
+                .search(&q, 10, Some(16), Some(0), Some(1), &never_interrupt)
+                .unwrap();
+            assert_eq!(i, fi, "dim {dim}: batch");
+            assert_eq!(d, fd, "dim {dim}: batch");
+            for (j, qr) in q.chunks_exact(dim).enumerate() {
+                for threads in [1, 2] {
+                    let (d1, i1, _) = in_pool(2, || {
+                        idx.search(qr, 10, Some(16), Some(0), Some(threads), &never_interrupt)
+                    })
+                    .unwrap();
+                    assert_eq!(
+                        &i1[..],
+                        &fi[j * 10..(j + 1) * 10],
+                        "dim {dim} query {j} threads {threads}"
+                    );
+                    assert_eq!(&d1[..], &fd[j * 10..(j + 1) * 10], "dim {dim} query {j}");
+                }
+            }
         }
     }
 }

@@ -784,6 +784,8 @@ fn u8_tile_below_equals_each_query_alone() {
                         &qs,
                         &rows,
                         &terms,
+                        &[],
+                        &[],
                         &thrs,
                         &mut pos,
                         &mut dist,
@@ -810,6 +812,85 @@ fn u8_tile_below_equals_each_query_alone() {
                         pos[nq * nrows..].iter().all(|&p| p == u32::MAX),
                         "wrote past the tile"
                     );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn u8_tile_below_over_head_and_tail_blocks_equals_whole_rows() {
+    // Split codes (`ivf::CodeSplit`): row r is its head block row then its tail block row;
+    // every table must keep exactly the rows the whole rows give.
+    let mut rng = Rng(29);
+    let mut tables = simd_tables();
+    tables.insert(0, &SCALAR);
+    for k in tables {
+        for (h, t) in [
+            (16usize, 1usize),
+            (16, 17),
+            (32, 32),
+            (48, 80),
+            (64, 64),
+            (64, 0),
+            (128, 64),
+            (64, 192),
+        ] {
+            let dim = h + t;
+            for nrows in [0usize, 1, 15, 16, 17, 33, 64, 130] {
+                for nq in [1usize, 2, 7, 16] {
+                    let qs = rng.u8s(nq * dim);
+                    let whole = rng.u8s(dim * nrows);
+                    let (mut head, mut tail) = (Vec::new(), Vec::new());
+                    for row in whole.chunks_exact(dim) {
+                        head.extend_from_slice(&row[..h]);
+                        tail.extend_from_slice(&row[h..]);
+                    }
+                    let hterms: Vec<i32> =
+                        head.chunks_exact(h).map(|x| (k.u8_row_term)(x)).collect();
+                    let tterms: Vec<i32> = if t > 0 {
+                        tail.chunks_exact(t).map(|x| (k.u8_row_term)(x)).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let thrs: Vec<f32> = (0..nq)
+                        .map(|j| {
+                            let mut all = vec![0u32; nrows];
+                            (SCALAR.l2_u8_batch)(&qs[j * dim..(j + 1) * dim], &whole, &mut all);
+                            all.sort_unstable();
+                            let mid = all.get(nrows / 3).map_or(5.0, |&d| d as f32);
+                            [f32::INFINITY, mid, mid - 0.5, -1.0][j % 4]
+                        })
+                        .collect();
+                    let mut pos = vec![u32::MAX; nq * nrows];
+                    let mut dist = vec![7u32; nq * nrows];
+                    let mut counts = vec![99u32; nq];
+                    (k.l2_u8_tile_below)(
+                        &qs,
+                        &head,
+                        &hterms,
+                        &tail,
+                        &tterms,
+                        &thrs,
+                        &mut pos,
+                        &mut dist,
+                        &mut counts,
+                    );
+                    for (j, &thr) in thrs.iter().enumerate() {
+                        let c = counts[j] as usize;
+                        let at = j * nrows;
+                        let got: Vec<(u32, u32)> = pos[at..at + c]
+                            .iter()
+                            .copied()
+                            .zip(dist[at..at + c].iter().copied())
+                            .collect();
+                        assert_eq!(
+                            got,
+                            below_reference(&qs[j * dim..(j + 1) * dim], &whole, thr),
+                            "l2_u8_tile_below({}) head {h} tail {t} nrows {nrows} nq {nq} query {j}",
+                            k.name
+                        );
+                    }
                 }
             }
         }

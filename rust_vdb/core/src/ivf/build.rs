@@ -8,7 +8,7 @@
 //! nearest list for 99.96% of the vectors (the others go to a neighbouring list, never
 //! farther than the guess), and recall@10 at equal nprobe matches exact assignment's.
 
-use super::{InvList, IvfIndex, Storage};
+use super::{CodeSplit, InvList, IvfIndex, Storage};
 use crate::error::{Interrupt, Result, VdbError};
 use crate::kmeans::{self, KMeansParams};
 use crate::metric::Metric;
@@ -65,8 +65,21 @@ impl IvfIndex {
             Storage::U8F16 => Some(Sq8::train(x, self.dim, self.metric)),
             _ => None,
         };
+        // "l2" over u8 codes: the head dims are those whose codes vary most on the sample.
+        let split = match (&sq, self.metric) {
+            (Some(sq), Metric::L2) => {
+                let dim = self.dim;
+                let mut codes = vec![0u8; n * dim];
+                for (row, c) in x.chunks_exact(dim).zip(codes.chunks_exact_mut(dim)) {
+                    sq.encode(row, c);
+                }
+                CodeSplit::from_codes(codes.chunks_exact(dim), dim)
+            }
+            _ => None,
+        };
         // Commit only now: a failed or interrupted training leaves the index as it was.
         self.sq = sq;
+        self.split = split;
         self.set_centroids(km.centroids);
         self.lists = vec![InvList::default(); nlist];
         Ok(())

@@ -5,7 +5,7 @@
 use half::f16;
 use rayon::prelude::*;
 
-use super::{IvfIndex, Storage};
+use super::{CodeSplit, IvfIndex, Storage};
 use crate::error::Result;
 use crate::kernels::{kernels, Kernels};
 use crate::kmeans;
@@ -17,8 +17,11 @@ use crate::quant::Sq8;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InvList {
     pub ids: Vec<i64>,
-    /// dim u8 codes per vector ("u8+f16" only).
+    /// u8 codes per vector ("u8+f16" only): whole rows in dim order, or with a `CodeSplit`
+    /// ("l2") the head dims of each row, in the split's order...
     pub codes: Vec<u8>,
+    /// ...and the other dims of each row here (empty without a split).
+    pub tail: Vec<u8>,
     /// dim f16 values per vector ("f16" and "u8+f16").
     pub vf16: Vec<f16>,
     /// dim f32 values per vector ("f32" only).
@@ -26,16 +29,52 @@ pub struct InvList {
     /// Per-vector `u8_row_term` of the codes ("u8+f16" with L2): lets the u8 prescore use
     /// `l2_u8_batch_pre` (VNNI). Derived data: recomputed on load, never stored.
     pub terms: Vec<i32>,
+    /// The same of each tail (with a split).
+    pub tail_terms: Vec<i32>,
 }
 
 impl InvList {
-    /// Recomputes the derived per-vector terms (after loading).
-    pub fn fill_terms(&mut self, dim: usize) {
-        self.terms = self
-            .codes
-            .chunks_exact(dim)
-            .map(crate::kernels::scalar::u8_row_term)
-            .collect();
+    /// Recomputes the derived per-vector terms (after loading), for heads of `head` codes
+    /// and tails of `tail`.
+    pub fn fill_terms(&mut self, head: usize, tail: usize) {
+        let term = crate::kernels::scalar::u8_row_term;
+        self.terms = self.codes.chunks_exact(head).map(term).collect();
+        self.tail_terms = if tail > 0 {
+            self.tail.chunks_exact(tail).map(term).collect()
+        } else {
+            Vec::new()
+        };
+    }
+
+    /// Row `r`'s whole u8 code in dim order (joined from head and tail with a split).
+    pub fn code_of(&self, r: usize, dim: usize, split: Option<&CodeSplit>, out: &mut [u8]) {
+        match split {
+            Some(s) => {
+                let (h, t) = (s.head, s.tail());
+                s.join_row(
+                    &self.codes[r * h..(r + 1) * h],
+                    &self.tail[r * t..(r + 1) * t],
+                    out,
+                );
+            }
+            None => out.copy_from_slice(&self.codes[r * dim..(r + 1) * dim]),
+        }
+    }
+
+    /// Replaces whole-row codes (as loaded) by their head and tail blocks.
+    pub fn split_codes(&mut self, dim: usize, split: &CodeSplit) {
+        let whole = std::mem::take(&mut self.codes);
+        let n = whole.len() / dim;
+        let (h, t) = (split.head, split.tail());
+        self.codes = vec![0u8; n * h];
+        self.tail = vec![0u8; n * t];
+        for (r, code) in whole.chunks_exact(dim).enumerate() {
+            split.split_row(
+                code,
+                &mut self.codes[r * h..(r + 1) * h],
+                &mut self.tail[r * t..(r + 1) * t],
+            );
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -56,6 +95,7 @@ struct NewRows<'a> {
     storage: Storage,
     metric: Metric,
     sq: Option<&'a Sq8>,
+    split: Option<&'a CodeSplit>,
     kern: &'static Kernels,
 }
 
@@ -87,9 +127,22 @@ impl NewRows<'_> {
                     (kern.f32_to_f16)(row, halfs);
                     l.vf16.extend_from_slice(halfs);
                     sq.encode(row, codes);
-                    l.codes.extend_from_slice(codes);
-                    if !self.metric.is_similarity() {
-                        l.terms.push((kern.u8_row_term)(codes));
+                    match self.split {
+                        Some(split) => {
+                            let (h, t) = (split.head, split.tail());
+                            let (a, b) = (l.codes.len(), l.tail.len());
+                            l.codes.resize(a + h, 0);
+                            l.tail.resize(b + t, 0);
+                            split.split_row(codes, &mut l.codes[a..], &mut l.tail[b..]);
+                            l.terms.push((kern.u8_row_term)(&l.codes[a..]));
+                            l.tail_terms.push((kern.u8_row_term)(&l.tail[b..]));
+                        }
+                        None => {
+                            l.codes.extend_from_slice(codes);
+                            if !self.metric.is_similarity() {
+                                l.terms.push((kern.u8_row_term)(codes));
+                            }
+                        }
                     }
                     exact = exact
                         && sq.is_exact(row, codes)
@@ -126,6 +179,7 @@ impl IvfIndex {
             storage: self.storage,
             metric: self.metric,
             sq: self.sq.as_ref(),
+            split: self.split.as_ref(),
             kern: kernels(),
         };
         let fill = |(codes, halfs): &mut (Vec<u8>, Vec<f16>), (li, l): (usize, &mut InvList)| {
@@ -157,13 +211,14 @@ impl IvfIndex {
     /// stretch `advise_huge_pages` collapses), then the ids and the rerank's f16 rows.
     fn reserve_lists(&mut self, start: &[usize]) {
         let (dim, storage, sim) = (self.dim, self.storage, self.metric.is_similarity());
+        let (head, tail) = self.split.as_ref().map_or((dim, 0), |s| (s.head, s.tail()));
         for (li, l) in self.lists.iter_mut().enumerate() {
             let c = start[li + 1] - start[li];
             match storage {
                 Storage::F32 => l.vf32.reserve(c * dim),
                 Storage::F16 => l.vf16.reserve(c * dim),
                 Storage::U8F16 => {
-                    l.codes.reserve(c * dim);
+                    l.codes.reserve(c * head);
                     if !sim {
                         l.terms.reserve(c);
                     }
@@ -175,6 +230,11 @@ impl IvfIndex {
             l.ids.reserve(c);
             if storage == Storage::U8F16 {
                 l.vf16.reserve(c * dim);
+            }
+            if tail > 0 {
+                // read only for the rows whose head passes: not with the streamed blocks
+                l.tail.reserve(c * tail);
+                l.tail_terms.reserve(c);
             }
         }
     }
@@ -196,6 +256,8 @@ impl IvfIndex {
                 [
                     (l.codes.as_ptr() as usize, l.codes.len()),
                     (l.terms.as_ptr() as usize, l.terms.len() * 4),
+                    (l.tail.as_ptr() as usize, l.tail.len()),
+                    (l.tail_terms.as_ptr() as usize, l.tail_terms.len() * 4),
                     (l.vf16.as_ptr() as usize, f16),
                     (l.vf32.as_ptr() as usize, l.vf32.len() * 4),
                 ]

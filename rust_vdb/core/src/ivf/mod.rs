@@ -11,6 +11,7 @@ mod layout;
 mod prescore;
 mod rerank;
 mod search;
+mod split;
 
 use half::f16;
 
@@ -25,6 +26,7 @@ use crate::quant::Sq8;
 use crate::route::SuperRouting;
 use crate::validate;
 pub use layout::InvList;
+pub use split::CodeSplit;
 
 /// What the inverted lists keep per vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -106,6 +108,9 @@ pub struct IvfIndex {
     /// lists and for "ip", where a group's centre says little about its members' products).
     pub(crate) routing: Option<SuperRouting>,
     pub(crate) sq: Option<Sq8>,
+    /// "l2" over u8+f16 (from 32 dims): the order of the head and tail code blocks (`split`;
+    /// derived from the codes at train and load, never stored).
+    pub(crate) split: Option<CodeSplit>,
     pub(crate) lists: Vec<InvList>,
     pub(crate) ntotal: usize,
     /// u8+f16 with L2: every stored vector's u8 codes decode exactly to its f16 values (integer
@@ -140,6 +145,7 @@ impl IvfIndex {
             centroids_f16: Vec::new(),
             routing: None,
             sq: None,
+            split: None,
             lists: Vec::new(),
             ntotal: 0,
             codes_exact: storage == Storage::U8F16 && metric == Metric::L2,
@@ -212,15 +218,25 @@ impl IvfIndex {
         };
         let dim = self.dim;
         let mut vals = vec![0f32; dim];
+        let mut code = vec![0u8; dim];
         self.lists.iter().all(|l| {
-            l.codes
-                .chunks_exact(dim)
-                .zip(l.vf16.chunks_exact(dim))
-                .all(|(c, h)| {
-                    vals.iter_mut().zip(h).for_each(|(v, h)| *v = h.to_f32());
-                    sq.is_exact(&vals, c)
-                })
+            (0..l.len()).all(|r| {
+                l.code_of(r, dim, self.split.as_ref(), &mut code);
+                let h = &l.vf16[r * dim..(r + 1) * dim];
+                vals.iter_mut().zip(h).for_each(|(v, h)| *v = h.to_f32());
+                sq.is_exact(&vals, &code)
+            })
         })
+    }
+
+    /// The width of the head code blocks the u8 l2 scan reads first (dim without a split).
+    pub(crate) fn head_dims(&self) -> usize {
+        self.split.as_ref().map_or(self.dim, |s| s.head)
+    }
+
+    /// The dim order of the split u8 codes (None: codes are whole rows in dim order).
+    pub fn code_split(&self) -> Option<&CodeSplit> {
+        self.split.as_ref()
     }
 
     /// Memory held by codes, vectors, centroids, ids and quantizer tables.
@@ -231,6 +247,8 @@ impl IvfIndex {
             .map(|l| {
                 l.ids.len() * 8
                     + l.codes.len()
+                    + l.tail.len()
+                    + l.tail_terms.len() * 4
                     + l.vf16.len() * 2
                     + l.vf32.len() * 4
                     + l.terms.len() * 4

@@ -2,7 +2,7 @@
 //! codes keeping the best `rerank` candidates, or f16 / f32 vectors keeping the best k), into
 //! one heap per query. A single query may split its lists across threads.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::search::Scratch;
 use super::{IvfIndex, SearchParams, Storage};
@@ -47,6 +47,21 @@ impl IvfIndex {
                 {
                     sq.encode(q, c);
                 }
+                s.qsplit.resize(m * dim, 0);
+                let head = self.head_dims();
+                for (c, out) in s
+                    .qcodes
+                    .chunks_exact(dim)
+                    .zip(s.qsplit.chunks_exact_mut(dim))
+                {
+                    match &self.split {
+                        Some(split) => {
+                            let (h, t) = out.split_at_mut(head);
+                            split.split_row(c, h, t);
+                        }
+                        None => out.copy_from_slice(c),
+                    }
+                }
             }
         }
         // Per query: rerank the best `rerank` u8 candidates, or keep the u8 top k (rerank 0,
@@ -89,8 +104,11 @@ impl IvfIndex {
             .sum();
         stats.codes_scanned += planned as u64;
         stats.bytes_scanned += (planned * self.row_bytes()) as u64;
+        s.tails.read = 0;
         if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 && pool::may_share() {
-            let parts = self.scan_split(kern, s, split);
+            let read = AtomicU64::new(0);
+            let parts = self.scan_split(kern, s, split, &read);
+            s.tails.read += read.into_inner();
             let heap = &mut s.heaps[0];
             for h in parts.iter().flatten() {
                 if h.score <= heap.threshold() {
@@ -115,10 +133,15 @@ impl IvfIndex {
             for &visit in &s.probes {
                 let li = (visit >> 32) as usize;
                 let qi = (visit & 0xFFFF_FFFF) as usize;
-                let qv = QueryView::of(dim, &s.qblock, &s.qcodes, &s.qscaled, &s.bias, qi);
-                self.scan_list(kern, li, &qv, &mut s.heaps[qi], &mut s.ubuf, &mut s.fbuf);
+                let qv = QueryView::of(dim, &s.qblock, &s.qsplit, &s.qscaled, &s.bias, qi);
+                let (heap, ubuf, fbuf, tails) =
+                    (&mut s.heaps[qi], &mut s.ubuf, &mut s.fbuf, &mut s.tails);
+                self.scan_list(kern, li, &qv, heap, ubuf, &mut s.pbuf, fbuf, tails);
             }
         }
+        let tail = self.dim - self.head_dims();
+        stats.tails_read += s.tails.read;
+        stats.bytes_scanned += s.tails.read * (tail as u64 + 4);
     }
 
     /// One query, several threads: each scans a share of its lists into a heap of its own;
@@ -129,25 +152,34 @@ impl IvfIndex {
         kern: &Kernels,
         s: &Scratch,
         split: usize,
+        tails_read: &AtomicU64,
     ) -> Vec<Vec<crate::topk::Hit<u64>>> {
-        let qv = QueryView::of(self.dim, &s.qblock, &s.qcodes, &s.qscaled, &s.bias, 0);
+        let qv = QueryView::of(self.dim, &s.qblock, &s.qsplit, &s.qscaled, &s.bias, 0);
         let cap = s.heaps[0].k();
         let probes = &s.probes;
         // Each run takes the next unscanned list: a helper that wakes late takes fewer.
         let next = AtomicUsize::new(0);
         let l2u8 = self.storage == Storage::U8F16 && !self.metric.is_similarity();
         let work = || {
-            let (mut heap, mut ubuf, mut fbuf) = (Reservoir::new(cap), vec![], vec![]);
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&visit) = probes.get(i) else { break };
-                let li = (visit >> 32) as usize;
-                if l2u8 {
-                    // the other threads take the lists in between: the cursor restarts here
-                    let mut ahead = Ahead::at(&self.lists, probes, i, self.dim);
-                    self.scan_l2_u8_ahead(kern, qv.qcode, li, &mut heap, &mut ubuf, &mut ahead);
-                } else {
-                    self.scan_list(kern, li, &qv, &mut heap, &mut ubuf, &mut fbuf);
+            let mut heap = Reservoir::new(cap);
+            if l2u8 {
+                // each thread's own buffers, kept across calls (a search allocates nothing per query)
+                BUFS.with_borrow_mut(|bufs| {
+                    bufs.tails.read = 0;
+                    let take =
+                        || Some(next.fetch_add(1, Ordering::Relaxed)).filter(|&i| i < probes.len());
+                    self.scan_l2_u8_lists(kern, qv.qcode, probes, take, &mut heap, bufs);
+                    tails_read.fetch_add(bufs.tails.read, Ordering::Relaxed);
+                });
+            } else {
+                let (mut ubuf, mut pbuf, mut fbuf) = (vec![], vec![], vec![]);
+                let mut tails = Tails::default();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&visit) = probes.get(i) else { break };
+                    let li = (visit >> 32) as usize;
+                    let (u, p, f) = (&mut ubuf, &mut pbuf, &mut fbuf);
+                    self.scan_list(kern, li, &qv, &mut heap, u, p, f, &mut tails);
                 }
             }
             let mut hits = Vec::new();
@@ -157,59 +189,163 @@ impl IvfIndex {
         pool::run_shared(split - 1, &work)
     }
 
-    /// One query's u8 l2 scan over all its probed lists, `CHUNK_ROWS` rows at a time, with
-    /// a prefetch cursor `AHEAD_ROWS` rows ahead of the scan through the same lists in the
-    /// same order, across list boundaries: the next list's first lines are on their way while
-    /// the end of this one is scored. (A list starts at a random address: without the cursor
-    /// the scan waits for its first lines; see benchmarks/results/perf-single-round2.md.)
+    /// One query's u8 l2 scan over all its probed lists (`scan_l2_u8_lists`, in order).
     fn scan_one_l2_u8(&self, kern: &Kernels, s: &mut Scratch) {
-        let dim = self.dim;
-        let qcode = &s.qcodes[..dim];
-        let heap = &mut s.heaps[0];
-        let mut ahead = Ahead::at(&self.lists, &s.probes, 0, dim);
-        for &visit in &s.probes {
-            let li = (visit >> 32) as usize;
-            self.scan_l2_u8_ahead(kern, qcode, li, heap, &mut s.ubuf, &mut ahead);
-        }
+        let qcode = &s.qsplit[..self.dim];
+        let mut i = 0;
+        let take = || {
+            i += 1;
+            Some(i - 1).filter(|&i| i < s.probes.len())
+        };
+        self.scan_l2_u8_lists(kern, qcode, &s.probes, take, &mut s.heaps[0], &mut s.scan);
+        s.tails.read += s.scan.tails.read;
+        s.scan.tails.read = 0;
     }
 
-    /// Scores list `li` (u8 codes, l2) `CHUNK_ROWS` rows at a time into `heap`, moving the
-    /// prefetch cursor `ahead` on by each chunk's rows before scoring it.
-    fn scan_l2_u8_ahead(
+    /// Scans the lists of the probes `take` hands out (indexes into `probes`, increasing) for
+    /// one query (`qcode` its split codes) into `heap`: each list's heads `CHUNK_ROWS` rows at
+    /// a time (`head_scan`), with a prefetch cursor `AHEAD_ROWS` rows ahead through the same
+    /// lists in the same order, across list boundaries (a list starts at a random address:
+    /// without the cursor the scan waits for its first lines; perf-single-round2.md),
+    /// restarted where `take` skips probes (other threads took them); then the rows whose
+    /// heads passed, completed with their tails (`offer_rows`). Completing a list's tails
+    /// only after the next list's heads (so their prefetches land meanwhile) measured the same
+    /// (1.24x / 1.26x at one thread, 1.15x / 1.12x at two; perf-split-codes.md), so it does not.
+    fn scan_l2_u8_lists(
         &self,
         kern: &Kernels,
         qcode: &[u8],
-        li: usize,
+        probes: &[u64],
+        mut take: impl FnMut() -> Option<usize>,
         heap: &mut Reservoir<u64>,
-        ubuf: &mut Vec<u32>,
-        ahead: &mut Ahead,
+        bufs: &mut ScanBufs,
     ) {
-        let dim = self.dim;
+        let h = self.head_dims();
+        let (qhead, qtail) = qcode.split_at(h);
+        let mut ahead: Option<Ahead> = None;
+        let mut last = usize::MAX;
+        while let Some(i) = take() {
+            let li = (probes[i] >> 32) as usize;
+            if ahead.is_none() || last.wrapping_add(1) != i {
+                ahead = Some(Ahead::at(&self.lists, probes, i, h));
+            }
+            last = i;
+            let cursor = ahead.as_mut().expect("set above");
+            let thr = heap.tightened();
+            let c = self.head_scan(kern, qhead, li, thr, &mut bufs.rows, cursor);
+            let (pos, dist) = (&bufs.rows.0[..c], &bufs.rows.1[..c]);
+            self.offer_rows(kern, li, qtail, pos, dist, heap, &mut bufs.tails);
+        }
+    }
+
+    /// The rows of list `li` whose heads are at or under `thr` (u8 l2, `qhead` the query's
+    /// head codes), `CHUNK_ROWS` at a time behind the prefetch cursor, into `pos` / `dist`;
+    /// returns how many. Their tails (if the codes are split) are prefetched.
+    fn head_scan(
+        &self,
+        kern: &Kernels,
+        qhead: &[u8],
+        li: usize,
+        thr: f32,
+        (pos, dist): &mut (Vec<u32>, Vec<u32>),
+        ahead: &mut Ahead,
+    ) -> usize {
+        let (h, t) = (qhead.len(), self.dim - qhead.len());
         let list = &self.lists[li];
         let n = list.len();
-        let loc = (li as u64) << 32;
-        ubuf.resize(CHUNK_ROWS, 0);
-        let mut r0 = 0;
+        if pos.len() < n {
+            pos.resize(n, 0);
+            dist.resize(n, 0);
+        }
+        let (mut r0, mut c) = (0, 0);
         while r0 < n {
             let r1 = (r0 + CHUNK_ROWS).min(n);
             ahead.advance(r1 - r0);
-            let out = &mut ubuf[..r1 - r0];
-            (kern.l2_u8_batch_pre)(
-                qcode,
-                &list.codes[r0 * dim..r1 * dim],
+            let got = (kern.l2_u8_batch_pre_below)(
+                qhead,
+                &list.codes[r0 * h..r1 * h],
                 &list.terms[r0..r1],
-                out,
+                thr,
+                &mut pos[c..],
+                &mut dist[c..],
             );
-            let mut thr = heap.threshold();
-            for (j, &v) in out.iter().enumerate() {
-                let sc = v as f32;
+            for p in &mut pos[c..c + got] {
+                *p += r0 as u32;
+                if t > 0 {
+                    let j = *p as usize;
+                    crate::kernels::prefetch(&list.tail[j * t..(j + 1) * t]);
+                }
+            }
+            c += got;
+            r0 = r1;
+        }
+        c
+    }
+
+    /// Offers rows `pos` of list `li`, whose head distances `dist` passed the threshold the
+    /// heap had when the list began, to `heap` in row order. Without a split (`qtail` empty)
+    /// those are the whole distances. With one, the rows still at or under the current
+    /// threshold get their tails' distances added first: their tails are prefetched, gathered
+    /// and scored in one kernel call. A row goes in exactly when its whole distance passes
+    /// the threshold at its turn, as if whole codes had been scored.
+    #[allow(clippy::too_many_arguments)]
+    fn offer_rows(
+        &self,
+        kern: &Kernels,
+        li: usize,
+        qtail: &[u8],
+        pos: &[u32],
+        dist: &[u32],
+        heap: &mut Reservoir<u64>,
+        tails: &mut Tails,
+    ) {
+        let list = &self.lists[li];
+        let loc = (li as u64) << 32;
+        let mut thr = heap.threshold();
+        if qtail.is_empty() {
+            for (&j, &d) in pos.iter().zip(dist) {
+                let sc = d as f32;
                 if sc <= thr {
-                    let row = r0 + j;
-                    heap.push(sc, list.ids[row], loc | row as u64);
+                    heap.push(sc, list.ids[j as usize], loc | j as u64);
                     thr = heap.threshold();
                 }
             }
-            r0 = r1;
+            return;
+        }
+        let t = qtail.len();
+        tails.rows.clear();
+        tails.head.clear();
+        for (&j, &d) in pos.iter().zip(dist) {
+            if d as f32 <= thr {
+                tails.rows.push(j);
+                tails.head.push(d);
+                crate::kernels::prefetch(&list.tail[j as usize * t..(j as usize + 1) * t]);
+            }
+        }
+        let c = tails.rows.len();
+        if c == 0 {
+            return;
+        }
+        tails.codes.clear();
+        tails.terms.clear();
+        for &j in &tails.rows {
+            let j = j as usize;
+            tails
+                .codes
+                .extend_from_slice(&list.tail[j * t..(j + 1) * t]);
+            tails.terms.push(list.tail_terms[j]);
+        }
+        tails.out.resize(c, 0);
+        (kern.l2_u8_batch_pre)(qtail, &tails.codes, &tails.terms, &mut tails.out[..c]);
+        tails.read += c as u64;
+        for i in 0..c {
+            // head + tail: the whole code's distance (both exact, so is their sum)
+            let sc = tails.head[i].wrapping_add(tails.out[i]) as f32;
+            if sc <= thr {
+                let j = tails.rows[i];
+                heap.push(sc, list.ids[j as usize], loc | j as u64);
+                thr = heap.threshold();
+            }
         }
     }
 
@@ -217,7 +353,7 @@ impl IvfIndex {
     fn row_bytes(&self) -> usize {
         let dim = self.dim;
         match (self.storage, self.metric.is_similarity()) {
-            (Storage::U8F16, false) => dim + 4, // code + its l2 term
+            (Storage::U8F16, false) => self.head_dims() + 4, // head code + its l2 term (tails apart)
             (Storage::U8F16, true) => dim,
             (Storage::F16, _) => 2 * dim,
             (Storage::F32, _) => 4 * dim,
@@ -225,8 +361,10 @@ impl IvfIndex {
     }
 
     /// Scores list `li` against one query and offers the rows that can enter to its heap:
-    /// u8 codes (l2 through the VNNI-ready terms, ip/cosine through step-scaled values), or
-    /// the f16 / f32 vectors themselves. `ubuf`/`fbuf` are reused score buffers.
+    /// u8 codes (l2 through the VNNI-ready terms and the tails of the rows whose heads pass,
+    /// ip/cosine through step-scaled values), or the f16 / f32 vectors themselves.
+    /// `ubuf`/`pbuf`/`fbuf` are reused score buffers.
+    #[allow(clippy::too_many_arguments)]
     fn scan_list(
         &self,
         kern: &Kernels,
@@ -234,7 +372,9 @@ impl IvfIndex {
         qv: &QueryView,
         heap: &mut Reservoir<u64>,
         ubuf: &mut Vec<u32>,
+        pbuf: &mut Vec<u32>,
         fbuf: &mut Vec<f32>,
+        tails: &mut Tails,
     ) {
         let list = &self.lists[li];
         let n = list.len();
@@ -244,17 +384,11 @@ impl IvfIndex {
         let loc = (li as u64) << 32;
         match (self.storage, self.metric.is_similarity()) {
             (Storage::U8F16, false) => {
-                ubuf.resize(n, 0);
-                let out = &mut ubuf[..n];
-                (kern.l2_u8_batch_pre)(qv.qcode, &list.codes, &list.terms, out);
-                let mut thr = heap.threshold();
-                for (j, &v) in out.iter().enumerate() {
-                    let sc = v as f32;
-                    if sc <= thr {
-                        heap.push(sc, list.ids[j], loc | j as u64);
-                        thr = heap.threshold();
-                    }
+                if pbuf.len() < n {
+                    pbuf.resize(n, 0);
+                    ubuf.resize(n, 0);
                 }
+                self.scan_list_below(kern, li, qv.qcode, heap, pbuf, ubuf, tails);
             }
             (Storage::U8F16, true) => {
                 fbuf.resize(n, 0.0);
@@ -290,7 +424,7 @@ impl IvfIndex {
     /// that probe a list come one after another: they go through `l2_u8_tile_below` in tiles
     /// of up to `TILE_QUERIES`, except a tile smaller than the table's `tile_min_queries`
     /// (a short run, or what is left of a long one), which goes query by query through
-    /// `l2_u8_batch_pre_below`. Each
+    /// `scan_list_below` (heads first, then the tails of the rows that pass). Each
     /// query's heap sees the same rows in the same order either way, so results do not depend
     /// on the grouping.
     fn scan_block_l2_u8(&self, kern: &Kernels, s: &mut Scratch) {
@@ -311,12 +445,15 @@ impl IvfIndex {
                 if tile.len() < kern.tile_min_queries {
                     for &visit in tile {
                         let qi = (visit & 0xFFFF_FFFF) as usize;
-                        let qcode = &s.qcodes[qi * dim..(qi + 1) * dim];
+                        let qcode = &s.qsplit[qi * dim..(qi + 1) * dim];
                         let heap = &mut s.heaps[qi];
-                        self.scan_list_below(kern, li, qcode, heap, &mut s.pbuf, &mut s.ubuf);
+                        let (p, u, t) = (&mut s.pbuf, &mut s.ubuf, &mut s.tails);
+                        self.scan_list_below(kern, li, qcode, heap, p, u, t);
                     }
                     continue;
                 }
+                // The whole codes in the tile (head and tail blocks read together): with AMX a
+                // row costs little more than its bytes, and the tile's queries share them.
                 let list = &self.lists[li];
                 let n = list.len();
                 let nq = tile.len();
@@ -324,14 +461,21 @@ impl IvfIndex {
                 for (j, &visit) in tile.iter().enumerate() {
                     let qi = (visit & 0xFFFF_FFFF) as usize;
                     s.qtile[j * dim..(j + 1) * dim]
-                        .copy_from_slice(&s.qcodes[qi * dim..(qi + 1) * dim]);
+                        .copy_from_slice(&s.qsplit[qi * dim..(qi + 1) * dim]);
                     thrs[j] = s.heaps[qi].threshold();
                 }
                 let mut counts = [0u32; TILE_QUERIES];
+                s.tails.read += if list.tail.is_empty() {
+                    0
+                } else {
+                    (n * nq) as u64
+                };
                 (kern.l2_u8_tile_below)(
                     &s.qtile[..nq * dim],
                     &list.codes,
                     &list.terms,
+                    &list.tail,
+                    &list.tail_terms,
                     &thrs[..nq],
                     &mut s.pbuf,
                     &mut s.ubuf,
@@ -342,7 +486,7 @@ impl IvfIndex {
                     let heap = &mut s.heaps[(visit & 0xFFFF_FFFF) as usize];
                     let out = j * n..j * n + counts[j] as usize;
                     // each kept row tested again as the heap's threshold tightens, as in
-                    // `scan_list_below`
+                    // `offer_rows`
                     let mut thr = thrs[j];
                     for (&r, &d) in s.pbuf[out.clone()].iter().zip(&s.ubuf[out]) {
                         let sc = d as f32;
@@ -357,10 +501,11 @@ impl IvfIndex {
         }
     }
 
-    /// Scores list `li` (u8 codes, l2) against one query's codes and offers the rows under
-    /// the heap's threshold: the kernel hands back only the rows at or under the threshold
-    /// the heap had when the list began (`pos` / `dist` hold a value per row of the list);
-    /// each is tested again against the threshold as it tightens.
+    /// Scores list `li` (u8 codes, l2) against one query's split codes and offers the rows
+    /// under the heap's threshold: the kernel hands back only the rows whose heads are at or
+    /// under the threshold the heap had when the list began (`pos` / `dist` hold a value per
+    /// row of the list), and `offer_rows` completes and tests them as it tightens.
+    #[allow(clippy::too_many_arguments)]
     fn scan_list_below(
         &self,
         kern: &Kernels,
@@ -369,22 +514,44 @@ impl IvfIndex {
         heap: &mut Reservoir<u64>,
         pos: &mut [u32],
         dist: &mut [u32],
+        tails: &mut Tails,
     ) {
         let list = &self.lists[li];
         if list.is_empty() {
             return;
         }
-        let loc = (li as u64) << 32;
-        let mut thr = heap.threshold();
-        let c = (kern.l2_u8_batch_pre_below)(qcode, &list.codes, &list.terms, thr, pos, dist);
-        for (&j, &d) in pos[..c].iter().zip(&dist[..c]) {
-            let sc = d as f32;
-            if sc <= thr {
-                heap.push(sc, list.ids[j as usize], loc | j as u64);
-                thr = heap.threshold();
-            }
-        }
+        let (qhead, qtail) = qcode.split_at(self.head_dims());
+        let thr = heap.threshold();
+        let c = (kern.l2_u8_batch_pre_below)(qhead, &list.codes, &list.terms, thr, pos, dist);
+        self.offer_rows(kern, li, qtail, &pos[..c], &dist[..c], heap, tails);
     }
+}
+
+thread_local! {
+    /// The scan buffers of a thread sharing one query's lists (`scan_split`), kept across
+    /// calls: growing fresh ones in every call made two threads 0.8x the speed of one.
+    static BUFS: std::cell::RefCell<ScanBufs> = std::cell::RefCell::new(ScanBufs::default());
+}
+
+/// Buffers of `IvfIndex::scan_l2_u8_lists`: the passing rows (positions, head distances) of
+/// the list being scanned, and `offer_rows`' buffers.
+#[derive(Default)]
+pub(crate) struct ScanBufs {
+    rows: (Vec<u32>, Vec<u32>),
+    pub tails: Tails,
+}
+
+/// Buffers of `IvfIndex::offer_rows`: the rows whose tails it completes, their head
+/// distances, tails and tail terms gathered, the tails' distances; and how many tails the
+/// current search read.
+#[derive(Default)]
+pub(crate) struct Tails {
+    rows: Vec<u32>,
+    head: Vec<u32>,
+    codes: Vec<u8>,
+    terms: Vec<i32>,
+    out: Vec<u32>,
+    pub read: u64,
 }
 
 /// One query as the list scan needs it: the (normalised) f32 query, and for u8 codes its

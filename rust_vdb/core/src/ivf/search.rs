@@ -37,6 +37,12 @@ pub(super) struct Scratch {
     pub probes_tmp: Vec<u64>,
     /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
     pub qcodes: Vec<u8>,
+    /// Per query (l2): its u8 codes as the lists hold theirs, head dims then tail dims
+    /// (`split`; the codes themselves without a split).
+    pub qsplit: Vec<u8>,
+    /// The tails the l2 scan completes (`prescore::Tails`), and one query's list scan's.
+    pub tails: super::prescore::Tails,
+    pub scan: super::prescore::ScanBufs,
     /// Per query of the block: whether its u8 candidates are rescored with f16.
     pub rerank_q: Vec<bool>,
     pub qscaled: Vec<f32>,

@@ -81,8 +81,9 @@ pub type L2U8BatchPre = fn(&[u8], &[u8], &[i32], &mut [u32]);
 /// `l2_u8_batch_pre_below(q, rows, row_terms, thr, pos, dist) -> count`.
 pub type L2U8BatchPreBelow = fn(&[u8], &[u8], &[i32], f32, &mut [u32], &mut [u32]) -> usize;
 
-/// `l2_u8_tile_below(qs, rows, row_terms, thrs, pos, dist, counts)`.
-pub type L2U8TileBelow = fn(&[u8], &[u8], &[i32], &[f32], &mut [u32], &mut [u32], &mut [u32]);
+/// `l2_u8_tile_below(qs, rows, row_terms, tail_rows, tail_terms, thrs, pos, dist, counts)`.
+pub type L2U8TileBelow =
+    fn(&[u8], &[u8], &[i32], &[u8], &[i32], &[f32], &mut [u32], &mut [u32], &mut [u32]);
 
 /// The most queries one `l2_u8_tile_below` call takes (one per lane of a 512-bit vector).
 pub const TILE_QUERIES: usize = 16;
@@ -141,6 +142,12 @@ pub struct Kernels {
     /// prescore's kernel for a list that several queries of a block probe: with VNNI each
     /// row is read once for the whole tile and scored against sixteen queries at a time with
     /// no horizontal reduction (see `avx512::l2_u8_tile_below_vnni`).
+    ///
+    /// The rows may come in two blocks, as split codes are stored (`ivf::CodeSplit`): row r is
+    /// `rows[r * h..(r + 1) * h]` followed by `tail_rows[r * t..(r + 1) * t]`, its term
+    /// `row_terms[r] + tail_terms[r]`, and each query of `qs` holds its `h + t` codes in that
+    /// order. `tail_rows` and `tail_terms` are empty for rows in one block; with a tail, h is a
+    /// multiple of 16.
     pub l2_u8_tile_below: L2U8TileBelow,
     /// From how many queries on the same rows `l2_u8_tile_below` beats that many calls of
     /// `l2_u8_batch_pre_below` (measured per table; `usize::MAX` where the tile kernel is
@@ -483,49 +490,84 @@ pub(crate) fn pre_below_via(
     cnt
 }
 
-/// `l2_u8_tile_below` from a table's `l2_u8_batch_pre_below`, one query of the tile after
-/// the other (the tables without a tile kernel of their own).
+/// `l2_u8_tile_below` from a table's `l2_u8_batch_pre`, one query of the tile after the
+/// other, 64 rows at a time (head and tail distances added, then the threshold test): the
+/// tables without a tile kernel of their own.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn tile_below_via(
-    below: L2U8BatchPreBelow,
+    pre: L2U8BatchPre,
     qs: &[u8],
     rows: &[u8],
     terms: &[i32],
+    tail_rows: &[u8],
+    tail_terms: &[i32],
     thrs: &[f32],
     pos: &mut [u32],
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
-    let dim = check_tile(
+    const CHUNK: usize = 64;
+    let (h, t) = check_tile(
         qs.len(),
         rows.len(),
         terms.len(),
+        tail_rows.len(),
+        tail_terms.len(),
         thrs.len(),
         pos.len(),
         dist.len(),
         counts.len(),
     );
     let n = terms.len();
+    let (mut a, mut b) = ([0u32; CHUNK], [0u32; CHUNK]);
     for (j, &thr) in thrs.iter().enumerate() {
-        let q = &qs[j * dim..(j + 1) * dim];
-        let out = j * n..(j + 1) * n;
-        counts[j] = below(q, rows, terms, thr, &mut pos[out.clone()], &mut dist[out]) as u32;
+        let q = &qs[j * (h + t)..(j + 1) * (h + t)];
+        let (qh, qt) = q.split_at(h);
+        let mut cnt = 0;
+        let mut r0 = 0;
+        while r0 < n {
+            let c = CHUNK.min(n - r0);
+            pre(
+                qh,
+                &rows[r0 * h..(r0 + c) * h],
+                &terms[r0..r0 + c],
+                &mut a[..c],
+            );
+            if t > 0 {
+                let tr = &tail_rows[r0 * t..(r0 + c) * t];
+                pre(qt, tr, &tail_terms[r0..r0 + c], &mut b[..c]);
+            }
+            for i in 0..c {
+                let d = if t > 0 { a[i].wrapping_add(b[i]) } else { a[i] };
+                if d as f32 <= thr {
+                    pos[j * n + cnt] = (r0 + i) as u32;
+                    dist[j * n + cnt] = d;
+                    cnt += 1;
+                }
+            }
+            r0 += c;
+        }
+        counts[j] = cnt as u32;
     }
 }
 
-/// The length checks of every `l2_u8_tile_below`; returns the dim (`qs` holds one code per
-/// query, `rows` one per term, the outputs a value per query and row, `counts` one per query).
+/// The length checks of every `l2_u8_tile_below`; returns (h, t), the widths of the head and
+/// tail blocks (`qs` holds h + t codes per query, `rows` h per term, `tail_rows` t per tail
+/// term, or nothing; the outputs a value per query and row, `counts` one per query).
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn check_tile(
     qs: usize,
     rows: usize,
     n: usize,
+    tail_rows: usize,
+    tail_n: usize,
     nq: usize,
     pos: usize,
     dist: usize,
     counts: usize,
-) -> usize {
+) -> (usize, usize) {
     assert!(
         nq <= TILE_QUERIES,
         "a tile holds at most {TILE_QUERIES} queries, got {nq} thresholds"
@@ -536,18 +578,37 @@ pub(crate) fn check_tile(
         dim * nq,
         "tile queries hold {qs} values, not a multiple of {nq}"
     );
+    assert!(
+        tail_n == n || (tail_n == 0 && tail_rows == 0),
+        "{tail_n} tail terms for {n} rows"
+    );
+    let t = tail_rows.checked_div(n).unwrap_or(0);
+    assert_eq!(
+        tail_rows,
+        t * n,
+        "tail rows hold {tail_rows} values for {n} rows"
+    );
+    assert!(
+        t <= dim || nq == 0,
+        "tails of {t} codes for queries of {dim}"
+    );
+    let h = dim.saturating_sub(t);
     if nq > 0 {
         assert_eq!(
             rows,
-            dim * n,
-            "tile rows hold {rows} values, expected dim {dim} x {n} rows"
+            h * n,
+            "tile rows hold {rows} values, expected {h} x {n} rows (queries of {dim}, tails of {t})"
+        );
+        assert!(
+            t == 0 || h.is_multiple_of(16),
+            "a head of {h} codes is not a multiple of 16"
         );
     }
     assert!(
         pos >= nq * n && dist >= nq * n && counts >= nq,
         "outputs hold {pos} positions, {dist} distances and {counts} counts for {nq} queries x {n} rows"
     );
-    dim
+    (h, t)
 }
 
 /// The length checks of every `l2_u8_batch_pre_below`: `rows` holds one code per term, and

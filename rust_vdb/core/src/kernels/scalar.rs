@@ -125,25 +125,22 @@ pub fn l2_u8_batch_pre_below(
     super::pre_below_via(l2_u8_batch_pre, q, rows, terms, thr, pos, dist)
 }
 
-/// `l2_u8_batch_pre_below` for each query of a tile in turn (see `Kernels::l2_u8_tile_below`).
+/// `l2_u8_batch_pre` for each query of a tile in turn (see `Kernels::l2_u8_tile_below`).
+#[allow(clippy::too_many_arguments)]
 pub fn l2_u8_tile_below(
     qs: &[u8],
     rows: &[u8],
     terms: &[i32],
+    tail_rows: &[u8],
+    tail_terms: &[i32],
     thrs: &[f32],
     pos: &mut [u32],
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
+    let pre = l2_u8_batch_pre;
     super::tile_below_via(
-        l2_u8_batch_pre_below,
-        qs,
-        rows,
-        terms,
-        thrs,
-        pos,
-        dist,
-        counts,
+        pre, qs, rows, terms, tail_rows, tail_terms, thrs, pos, dist, counts,
     )
 }
 

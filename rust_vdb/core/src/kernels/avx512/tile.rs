@@ -34,33 +34,58 @@ fn word_at(v: &[u8], off: usize, flip: u8) -> u32 {
     u32::from_le_bytes(w)
 }
 
-/// The tile's dot accumulators of `R` consecutive rows (row `r` of `dim` bytes at `xp`, at
-/// most `r + R` rows in the slice): `full` whole groups of four dims, then the last partial
-/// group if `dim % 4 != 0` (its bytes gathered one by one, so nothing past the rows is read).
+/// A tile call's rows: row r is `head[r * h..(r + 1) * h]` followed by `tail[r * t..(r + 1) *
+/// t]` (t = 0: rows in one block). With a tail, h is a multiple of 16, so no group of four
+/// dims (and no 64-dim chunk where h is a multiple of 64) straddles the two blocks.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    head: &'a [u8],
+    h: usize,
+    tail: &'a [u8],
+    t: usize,
+}
+
+/// Adds one block's dots to the accumulators of `R` consecutive rows (row `r` of `w` bytes
+/// in `block`, at most `r + R` rows there), `qt` the transposed groups of that block: `full`
+/// whole groups of four dims, then the last partial group if `w % 4 != 0` (its bytes
+/// gathered one by one, so nothing past the rows is read).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile_rows<const R: usize>(
+unsafe fn block_rows<const R: usize>(
+    acc: &mut [__m512i; R],
     qt: &[__m512i],
-    rows: &[u8],
+    block: &[u8],
     r: usize,
-    dim: usize,
-) -> [__m512i; R] {
-    let full = dim / 4;
-    let xp = rows.as_ptr().add(r * dim);
-    let mut acc = [_mm512_setzero_si512(); R];
+    w: usize,
+) {
+    let full = w / 4;
+    let xp = block.as_ptr().add(r * w);
     for (g, &qg) in qt[..full].iter().enumerate() {
         for (k, a) in acc.iter_mut().enumerate() {
-            let w = (xp.add(k * dim + 4 * g) as *const i32).read_unaligned();
-            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(w), qg);
+            let v = (xp.add(k * w + 4 * g) as *const i32).read_unaligned();
+            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(v), qg);
         }
     }
     if full < qt.len() {
         let qg = qt[full];
         for (k, a) in acc.iter_mut().enumerate() {
-            let x = &rows[(r + k) * dim..(r + k + 1) * dim];
-            let w = word_at(x, 4 * full, 0) as i32;
-            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(w), qg);
+            let x = &block[(r + k) * w..(r + k + 1) * w];
+            let v = word_at(x, 4 * full, 0) as i32;
+            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(v), qg);
         }
+    }
+}
+
+/// The tile's dot accumulators of `R` consecutive rows from `r`: the head block's groups,
+/// then the tail's.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_rows<const R: usize>(qt: &[__m512i], rows: Rows, r: usize) -> [__m512i; R] {
+    let mut acc = [_mm512_setzero_si512(); R];
+    let hg = rows.h.div_ceil(4);
+    block_rows(&mut acc, &qt[..hg], rows.head, r, rows.h);
+    if rows.t > 0 {
+        block_rows(&mut acc, &qt[hg..], rows.tail, r, rows.t);
     }
     acc
 }
@@ -120,8 +145,9 @@ unsafe fn transpose_queries(qs: &[u8], nq: usize, dim: usize, qt: *mut __m512i) 
 unsafe fn l2_u8_tile_below_impl<const AMX: bool>(
     qs: &[u8],
     dim: usize,
-    rows: &[u8],
+    rows: Rows,
     terms: &[i32],
+    tail_terms: &[i32],
     thrs: &[f32],
     pos: &mut [u32],
     dist: &mut [u32],
@@ -148,7 +174,12 @@ unsafe fn l2_u8_tile_below_impl<const AMX: bool>(
     // One row's sixteen dots: distances, the threshold test in one compare, and the rare
     // passing (row, query) pairs appended to their query's outputs.
     let mut emit = |row: usize, acc: __m512i| {
-        let t = _mm512_set1_epi32(terms[row]);
+        let term = if rows.t > 0 {
+            terms[row].wrapping_add(tail_terms[row])
+        } else {
+            terms[row]
+        };
+        let t = _mm512_set1_epi32(term);
         let d = _mm512_sub_epi32(_mm512_add_epi32(qn_v, t), _mm512_slli_epi32::<1>(acc));
         let m = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(_mm512_cvtepu32_ps(d), thr_v);
         if m != 0 {
@@ -167,98 +198,126 @@ unsafe fn l2_u8_tile_below_impl<const AMX: bool>(
     };
     // With AMX, sixteen rows at a time by the tile unit (`amx_rows`), the rest below.
     let mut r = if AMX {
-        amx_rows(
-            qt_buf.as_ptr() as *const u8,
-            groups / 16,
-            rows,
-            dim,
-            &mut emit,
-        )
+        amx_rows(qt_buf.as_ptr() as *const u8, groups / 16, rows, &mut emit)
     } else {
         0
     };
     // Eight rows at a time: eight independent accumulators hide vpdpbusd's latency (five
     // cycles) behind its throughput (one per cycle); four rows ran latency-bound.
     while r + TILE_ROWS <= n {
-        let acc = tile_rows::<TILE_ROWS>(qt, rows, r, dim);
+        let acc = tile_rows::<TILE_ROWS>(qt, rows, r);
         for (k, &a) in acc.iter().enumerate() {
             emit(r + k, a);
         }
         r += TILE_ROWS;
     }
     while r + 4 <= n {
-        let acc = tile_rows::<4>(qt, rows, r, dim);
+        let acc = tile_rows::<4>(qt, rows, r);
         for (k, &a) in acc.iter().enumerate() {
             emit(r + k, a);
         }
         r += 4;
     }
     while r < n {
-        let [a] = tile_rows::<1>(qt, rows, r, dim);
+        let [a] = tile_rows::<1>(qt, rows, r);
         emit(r, a);
         r += 1;
     }
     counts[..nq].copy_from_slice(&cnt[..nq]);
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn l2_u8_tile_below_vnni(
     qs: &[u8],
     rows: &[u8],
     terms: &[i32],
+    tail_rows: &[u8],
+    tail_terms: &[i32],
     thrs: &[f32],
     pos: &mut [u32],
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
-    let dim = crate::kernels::check_tile(
+    let (h, t) = crate::kernels::check_tile(
         qs.len(),
         rows.len(),
         terms.len(),
+        tail_rows.len(),
+        tail_terms.len(),
         thrs.len(),
         pos.len(),
         dist.len(),
         counts.len(),
     );
+    let dim = h + t;
     if dim.div_ceil(4) > TILE_MAX_GROUPS {
-        let below = l2_u8_batch_pre_below_vnni;
-        return crate::kernels::tile_below_via(below, qs, rows, terms, thrs, pos, dist, counts);
+        let pre = super::l2_u8_batch_pre_vnni;
+        return crate::kernels::tile_below_via(
+            pre, qs, rows, terms, tail_rows, tail_terms, thrs, pos, dist, counts,
+        );
     }
-    // SAFETY: lengths checked above (qs = nq x dim with nq <= 16, rows = dim x terms, the
-    // outputs hold nq x nrows values and every query writes at most nrows of them; row reads
-    // stay inside `rows`: whole groups lie inside a row, the partial one is read bytewise);
-    // AVX512_VNNI is only handed out after is_x86_feature_detected! confirmed avx512f/bw/vl
-    // and avx512vnni.
-    unsafe { l2_u8_tile_below_impl::<false>(qs, dim, rows, terms, thrs, pos, dist, counts) }
+    let rows = Rows {
+        head: rows,
+        h,
+        tail: tail_rows,
+        t,
+    };
+    // SAFETY: lengths checked above (qs = nq x dim with nq <= 16, rows = h x terms and
+    // tail_rows = t x terms, tail_terms one per row or none, the outputs hold nq x nrows
+    // values and every query writes at most nrows of them; row reads stay inside each block:
+    // whole groups lie inside a row, a partial one is read bytewise, and with a tail h is a
+    // multiple of 16, so the head has no partial group); AVX512_VNNI is only handed out after
+    // is_x86_feature_detected! confirmed avx512f/bw/vl and avx512vnni.
+    unsafe {
+        l2_u8_tile_below_impl::<false>(qs, dim, rows, terms, tail_terms, thrs, pos, dist, counts)
+    }
 }
 
-/// `l2_u8_tile_below` with the rows scored sixteen at a time by AMX (`amx_rows`), for dims
-/// that are a multiple of 64 up to `AMX_MAX_DIM`; other dims as `l2_u8_tile_below_vnni`.
+/// `l2_u8_tile_below` with the rows scored sixteen at a time by AMX (`amx_rows`), for head and
+/// tail widths that are multiples of 64, up to `AMX_MAX_DIM` in all; others as
+/// `l2_u8_tile_below_vnni`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn l2_u8_tile_below_amx(
     qs: &[u8],
     rows: &[u8],
     terms: &[i32],
+    tail_rows: &[u8],
+    tail_terms: &[i32],
     thrs: &[f32],
     pos: &mut [u32],
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
-    let dim = crate::kernels::check_tile(
+    let (h, t) = crate::kernels::check_tile(
         qs.len(),
         rows.len(),
         terms.len(),
+        tail_rows.len(),
+        tail_terms.len(),
         thrs.len(),
         pos.len(),
         dist.len(),
         counts.len(),
     );
-    if dim == 0 || !dim.is_multiple_of(64) || dim > AMX_MAX_DIM {
-        return l2_u8_tile_below_vnni(qs, rows, terms, thrs, pos, dist, counts);
+    let dim = h + t;
+    if dim == 0 || !h.is_multiple_of(64) || !t.is_multiple_of(64) || dim > AMX_MAX_DIM {
+        return l2_u8_tile_below_vnni(
+            qs, rows, terms, tail_rows, tail_terms, thrs, pos, dist, counts,
+        );
     }
+    let rows = Rows {
+        head: rows,
+        h,
+        tail: tail_rows,
+        t,
+    };
     // SAFETY: as in `l2_u8_tile_below_vnni`; in addition AVX512_AMX is only handed out after
     // CPUID reported AMX-TILE and AMX-INT8 and the OS granted this process the tile state
-    // (kernels::detect), and `amx_rows` reads whole 64-byte chunks of rows only (dim is a
-    // multiple of 64).
-    unsafe { l2_u8_tile_below_impl::<true>(qs, dim, rows, terms, thrs, pos, dist, counts) }
+    // (kernels::detect), and `amx_rows` reads whole 64-byte chunks of rows only (h and t are
+    // multiples of 64).
+    unsafe {
+        l2_u8_tile_below_impl::<true>(qs, dim, rows, terms, tail_terms, thrs, pos, dist, counts)
+    }
 }
 
 /// Rows ahead of the current block that `amx_rows` prefetches (8 KiB at dim 128). Batch at 1M,
@@ -290,16 +349,25 @@ struct TileOut([i32; 256]);
 unsafe fn amx_rows(
     qt: *const u8,
     chunks: usize,
-    rows: &[u8],
-    dim: usize,
+    rows: Rows,
     emit: &mut impl FnMut(usize, __m512i),
 ) -> usize {
     use std::arch::asm;
-    debug_assert!(chunks >= 1 && chunks <= 4 && dim == 64 * chunks);
-    let n = rows.len() / dim;
+    debug_assert!((1..=4).contains(&chunks) && rows.h + rows.t == 64 * chunks);
+    debug_assert!(rows.h.is_multiple_of(64) && rows.t.is_multiple_of(64) && rows.h > 0);
+    let n = rows.head.len() / rows.h;
     if n < 16 {
         return 0;
     }
+    // Chunk c of row r: in the head block for c < hc, else in the tail; with its row stride.
+    let hc = rows.h / 64;
+    let at = |c: usize, r: usize| -> (*const u8, usize) {
+        if c < hc {
+            (rows.head.as_ptr().add(r * rows.h + 64 * c), rows.h)
+        } else {
+            (rows.tail.as_ptr().add(r * rows.t + 64 * (c - hc)), rows.t)
+        }
+    };
     let mut cfg = TileConfig([0; 64]);
     cfg.0[0] = 1; // palette 1
     for t in 0..8 {
@@ -325,18 +393,19 @@ unsafe fn amx_rows(
     // issue interval, and one block alone waits on it (measured 1.5x per row in the kernel
     // bench).
     while chunks <= 2 && r + 32 <= n {
-        let x = rows.as_ptr().add(r * dim);
-        let y = x.add(16 * dim);
-        // The next block's rows into L1 while this one is scored: tile loads stall on rows
-        // that the hardware prefetchers have not brought in (most of the kernel's time at 1M).
+        // The next blocks' rows into L1 while these are scored: tile loads stall on rows that
+        // the hardware prefetchers have not brought in (most of the kernel's time at 1M).
         let ahead = (r + PREFETCH_ROWS).min(n);
         let end = (ahead + 32).min(n);
-        let mut line = rows.as_ptr().add(ahead * dim);
-        let stop = rows.as_ptr().add(end * dim);
-        while line < stop {
-            _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
-            line = line.add(64);
+        for (block, w) in [(rows.head, rows.h), (rows.tail, rows.t)] {
+            let mut line = block.as_ptr().add(ahead * w);
+            let stop = block.as_ptr().add(end * w);
+            while line < stop {
+                _mm_prefetch::<_MM_HINT_T0>(line as *const i8);
+                line = line.add(64);
+            }
         }
+        let ((x, d), (y, _)) = (at(0, r), at(0, r + 16));
         asm!(
             "tilezero tmm0",
             "tilezero tmm1",
@@ -344,15 +413,16 @@ unsafe fn amx_rows(
             "tileloadd tmm6, [{y} + {d}]",
             "tdpbusd tmm0, tmm2, tmm4",
             "tdpbusd tmm1, tmm6, tmm4",
-            x = in(reg) x, y = in(reg) y, d = in(reg) dim, options(nostack),
+            x = in(reg) x, y = in(reg) y, d = in(reg) d, options(nostack),
         );
         if chunks == 2 {
+            let ((x, d), (y, _)) = (at(1, r), at(1, r + 16));
             asm!(
                 "tileloadd tmm3, [{x} + {d}]",
                 "tileloadd tmm7, [{y} + {d}]",
                 "tdpbusd tmm0, tmm3, tmm5",
                 "tdpbusd tmm1, tmm7, tmm5",
-                x = in(reg) x.add(64), y = in(reg) y.add(64), d = in(reg) dim, options(nostack),
+                x = in(reg) x, y = in(reg) y, d = in(reg) d, options(nostack),
             );
         }
         asm!(
@@ -374,18 +444,17 @@ unsafe fn amx_rows(
     }
     while r + 16 <= n {
         asm!("tilezero tmm0", options(nostack));
-        let base = rows.as_ptr().add(r * dim);
         for c in 0..chunks {
-            let a = base.add(64 * c);
+            let (a, d) = at(c, r);
             match c {
                 0 => asm!("tileloadd tmm1, [{0} + {1}]", "tdpbusd tmm0, tmm1, tmm4",
-                          in(reg) a, in(reg) dim, options(nostack)),
+                          in(reg) a, in(reg) d, options(nostack)),
                 1 => asm!("tileloadd tmm2, [{0} + {1}]", "tdpbusd tmm0, tmm2, tmm5",
-                          in(reg) a, in(reg) dim, options(nostack)),
+                          in(reg) a, in(reg) d, options(nostack)),
                 2 => asm!("tileloadd tmm1, [{0} + {1}]", "tdpbusd tmm0, tmm1, tmm6",
-                          in(reg) a, in(reg) dim, options(nostack)),
+                          in(reg) a, in(reg) d, options(nostack)),
                 _ => asm!("tileloadd tmm2, [{0} + {1}]", "tdpbusd tmm0, tmm2, tmm7",
-                          in(reg) a, in(reg) dim, options(nostack)),
+                          in(reg) a, in(reg) d, options(nostack)),
             }
         }
         asm!("tilestored [{0} + {1}], tmm0", in(reg) out.0.as_mut_ptr(), in(reg) b, options(nostack));
