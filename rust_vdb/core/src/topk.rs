@@ -244,6 +244,30 @@ mod tests {
     }
 
     #[test]
+    fn tightened_is_the_kth_best_so_far_and_keeps_the_same_hits() {
+        let all = items(500, 9);
+        let (mut a, mut b) = (Reservoir::<()>::new(10), Reservoir::<()>::new(10));
+        for (i, &(score, id)) in all.iter().enumerate() {
+            let thr = if i % 7 == 0 { a.tightened() } else { a.threshold() };
+            if i % 7 == 0 && i >= 10 {
+                let mut seen: Vec<f32> = all[..i].iter().map(|x| x.0).collect();
+                seen.sort_by(f32::total_cmp);
+                assert_eq!(thr, seen[9], "after {i} hits");
+            }
+            if score <= thr {
+                a.push(score, id, ());
+            }
+            if score <= b.threshold() {
+                b.push(score, id, ());
+            }
+        }
+        let (mut ha, mut hb) = (Vec::new(), Vec::new());
+        a.drain_sorted(&mut ha);
+        b.drain_sorted(&mut hb);
+        assert_eq!(ha, hb);
+    }
+
+    #[test]
     fn reservoir_equals_heap_with_ties_and_threshold_skips() {
         for &(n, k) in &[
             (0usize, 3usize),
