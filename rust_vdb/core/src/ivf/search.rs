@@ -30,7 +30,8 @@ pub(super) struct Scratch {
     pub order: Vec<(f32, u32)>,
     /// Two-level routing's buffers.
     pub route: route::RouteBufs,
-    /// (list << 32 | query) for every probe of the block, sorted: the visiting order.
+    /// (list << 32 | query) for every probe of the block in visiting order: sorted, or for a
+    /// block of one query nearest list first.
     pub probes: Vec<u64>,
     /// The counting sort of `probes`: where each list's probes start, and the sorted copy.
     pub list_starts: Vec<u32>,
@@ -193,7 +194,7 @@ impl IvfIndex {
 
     /// Routing: copies the block's queries into `s.qblock` (normalised for cosine) and fills
     /// `s.probes` with every (list << 32 | query) probe, sorted so that each list's queries
-    /// follow one another. Two-level routing goes query by query; flat routing scores every
+    /// follow one another (a block of one query: nearest list first). Two-level routing goes query by query; flat routing scores every
     /// centroid with a matrix product per sub-block of `ROUTE_BLOCK` queries.
     fn route_block(
         &self,
@@ -253,7 +254,13 @@ impl IvfIndex {
             stats.centroids_scored += (m * nlist) as u64;
             stats.bytes_scanned += route::centroid_bytes(m, nlist, dim) as u64;
         }
-        sort_probes(&mut s.probes, nlist, &mut s.list_starts, &mut s.probes_tmp);
+        // A block's queries visit the lists in list order, so those probing the same list are
+        // scanned together; one query keeps routing's order, nearest list first: its heap's
+        // threshold then tightens soonest, and fewer rows pass the heads (split codes: 9.1% of
+        // the rows read their tails in list order at 1M, nprobe 52).
+        if m > 1 {
+            sort_probes(&mut s.probes, nlist, &mut s.list_starts, &mut s.probes_tmp);
+        }
     }
 }
 
