@@ -68,8 +68,7 @@ impl Sq8 {
     #[inline]
     pub fn encode(&self, x: &[f32], out: &mut [u8]) {
         for d in 0..self.dim {
-            let c = ((x[d] - self.vmin[d]) / self.step[d]).round();
-            out[d] = c.clamp(0.0, 255.0) as u8;
+            out[d] = round_to_code((x[d] - self.vmin[d]) / self.step[d]);
         }
     }
 
@@ -98,6 +97,16 @@ impl Sq8 {
         }
         bias
     }
+}
+
+/// `v.round().clamp(0.0, 255.0) as u8` (half away from zero; NaN gives 0) in operations that
+/// vectorise: `f32::round` is a libm call per value on baseline x86-64. After the clamp, v is
+/// 0..=255 (or NaN), its integer part i is exact, and so is the fraction v - i.
+#[inline(always)]
+pub fn round_to_code(v: f32) -> u8 {
+    let c = v.clamp(0.0, 255.0);
+    let i = c as i32;
+    (i + (c - i as f32 >= 0.5) as i32) as u8
 }
 
 #[cfg(test)]
@@ -143,5 +152,40 @@ mod tests {
         let frac: Vec<f32> = narrow.iter().map(|v| v * 0.5).collect();
         let q = Sq8::train(&frac, 4, Metric::L2);
         assert_eq!(q.step, vec![60.0 / 255.0; 4]);
+    }
+
+    #[test]
+    fn round_to_code_is_round_then_clamp() {
+        let mut vals = vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            0.0,
+            -0.5,
+            -0.49999997,
+            0.49999997,
+            0.5,
+            1.5,
+            2.5,
+            254.5,
+            254.49998,
+            255.0,
+            255.5,
+            256.0,
+            1e9,
+            -1e9,
+        ];
+        let mut x = 0x2545F491u32;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            vals.push((x as f32 / u32::MAX as f32) * 300.0 - 20.0);
+            vals.push((x % 600) as f32 * 0.5 - 20.0);
+        }
+        for v in vals {
+            assert_eq!(round_to_code(v), v.round().clamp(0.0, 255.0) as u8, "{v}");
+        }
     }
 }

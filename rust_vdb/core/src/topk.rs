@@ -248,7 +248,11 @@ mod tests {
         let all = items(500, 9);
         let (mut a, mut b) = (Reservoir::<()>::new(10), Reservoir::<()>::new(10));
         for (i, &(score, id)) in all.iter().enumerate() {
-            let thr = if i % 7 == 0 { a.tightened() } else { a.threshold() };
+            let thr = if i % 7 == 0 {
+                a.tightened()
+            } else {
+                a.threshold()
+            };
             if i % 7 == 0 && i >= 10 {
                 let mut seen: Vec<f32> = all[..i].iter().map(|x| x.0).collect();
                 seen.sort_by(f32::total_cmp);
