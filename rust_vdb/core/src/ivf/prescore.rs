@@ -482,6 +482,14 @@ impl IvfIndex {
                     &mut counts,
                 );
                 let loc = (li as u64) << 32;
+                // The ids of the rows that passed, asked for before any is read: the loop
+                // below reads one per row it pushes, and each would otherwise wait a DRAM
+                // latency on its own behind the compare's mispredicted branches.
+                for j in 0..nq {
+                    for &r in &s.pbuf[j * n..j * n + counts[j] as usize] {
+                        crate::kernels::prefetch(std::slice::from_ref(&list.ids[r as usize]));
+                    }
+                }
                 for (j, &visit) in tile.iter().enumerate() {
                     let heap = &mut s.heaps[(visit & 0xFFFF_FFFF) as usize];
                     let out = j * n..j * n + counts[j] as usize;
