@@ -228,6 +228,16 @@ pub struct RouteBufs {
     dist: Vec<u32>,
     keys: Vec<u64>,
     tmp: Vec<u64>,
+    /// `route_tile`'s distances of a tile's queries to every centroid (query-major).
+    tile: Vec<u32>,
+}
+
+/// Where `route_u8_among` takes a query's u8 centroid distances from: computed group by group
+/// from its code, or all of them given (in group order).
+#[derive(Clone, Copy)]
+enum Dists<'a> {
+    Compute(&'a [u8]),
+    Given(&'a [u32]),
 }
 
 /// What routing one query read: centroids (and super-centroids) scored, and their bytes.
@@ -427,23 +437,110 @@ impl SuperRouting {
         b: &mut RouteBufs,
         order: &mut Vec<(f32, u32)>,
     ) -> Routed {
+        let mut code = std::mem::take(&mut b.code);
+        code.resize(self.dim, 0);
+        cc.sq.encode(q, &mut code);
+        let found = self.route_u8_among(
+            cc,
+            kern,
+            q,
+            Dists::Compute(&code),
+            nprobe,
+            keep,
+            want,
+            b,
+            order,
+        );
+        b.code = code;
+        found
+    }
+
+    /// Whether a block of queries routes by `route_tile`: "l2" over u8 codes, with a kernel
+    /// table that scores a tile of queries against every centroid at once
+    /// (`Kernels::tile_all_fast`, AMX).
+    pub fn tiles(&self, kern: &Kernels, sim: bool) -> bool {
+        self.codes.is_some() && !sim && kern.tile_all_fast
+    }
+
+    /// `route` for up to `TILE_QUERIES` queries `qs` (nq x dim) at once, when `tiles` says so:
+    /// one `l2_u8_tile_all` scores every centroid's u8 code against all of them, and each
+    /// query then takes its candidates' distances from there, group by group as `route`
+    /// does. The distances are the same bits, so each query probes the very lists `route`
+    /// gives it. `each(j, lists, routed)` receives query j's lists, best first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn route_tile(
+        &self,
+        kern: &Kernels,
+        qs: &[f32],
+        nprobe: usize,
+        want: usize,
+        b: &mut RouteBufs,
+        order: &mut Vec<(f32, u32)>,
+        mut each: impl FnMut(usize, &[(f32, u32)], Routed),
+    ) {
+        let cc = self
+            .codes
+            .as_ref()
+            .expect("route_tile needs the centroids' u8 codes");
+        let dim = self.dim;
+        let nq = qs.len() / dim;
+        let nlist = cc.terms.len();
+        let (mut codes, mut all) = (std::mem::take(&mut b.code), std::mem::take(&mut b.tile));
+        codes.resize(nq * dim, 0);
+        for (q, c) in qs.chunks_exact(dim).zip(codes.chunks_exact_mut(dim)) {
+            cc.sq.encode(q, c);
+        }
+        all.resize(nq * nlist, 0);
+        (kern.l2_u8_tile_all)(&codes, &cc.codes, &cc.terms, &mut all);
+        let keep = nprobe + RECHECK_MARGIN;
+        for (j, q) in qs.chunks_exact(dim).enumerate() {
+            let given = Dists::Given(&all[j * nlist..(j + 1) * nlist]);
+            let mut found = self.route_u8_among(cc, kern, q, given, nprobe, keep, want, b, order);
+            // every centroid was scored, its codes read once for the whole tile
+            found.scored = self.groups() + nlist;
+            found.bytes = self.groups() * 4 * dim + nlist * dim / nq + keep.min(nlist) * 2 * dim;
+            each(j, order, found);
+        }
+        (b.code, b.tile) = (codes, all);
+    }
+
+    /// `route_u8` for a query whose centroid distances come from `dists`: the groups nearest
+    /// to `q`, then the u8 distances of their centroids (in group order) until `want`, the best
+    /// `keep` of those re-scored in f16, and the `nprobe` best of these into `order`.
+    #[allow(clippy::too_many_arguments)]
+    fn route_u8_among(
+        &self,
+        cc: &CentroidCodes,
+        kern: &Kernels,
+        q: &[f32],
+        dists: Dists,
+        nprobe: usize,
+        keep: usize,
+        want: usize,
+        b: &mut RouteBufs,
+        order: &mut Vec<(f32, u32)>,
+    ) -> Routed {
         let (dim, ng) = (self.dim, self.groups());
         let mut scored = self.rank_groups(kern, q, &mut b.groups, &mut b.dots);
-        b.code.resize(dim, 0);
-        cc.sq.encode(q, &mut b.code);
         b.keys.clear();
         for &(_, g) in b.groups.iter() {
             let (lo, hi) = (self.starts[g as usize], self.starts[g as usize + 1]);
             let n = hi - lo;
-            b.dist.resize(n.max(b.dist.len()), 0);
-            (kern.l2_u8_batch_pre)(
-                &b.code,
-                &cc.codes[lo * dim..hi * dim],
-                &cc.terms[lo..hi],
-                &mut b.dist[..n],
-            );
+            let d = match dists {
+                Dists::Given(all) => &all[lo..hi],
+                Dists::Compute(code) => {
+                    b.dist.resize(n.max(b.dist.len()), 0);
+                    (kern.l2_u8_batch_pre)(
+                        code,
+                        &cc.codes[lo * dim..hi * dim],
+                        &cc.terms[lo..hi],
+                        &mut b.dist[..n],
+                    );
+                    &b.dist[..n]
+                }
+            };
             // (u8 distance, position in group order): one u64 compare ranks them.
-            let at = b.dist[..n].iter().zip(lo as u64..);
+            let at = d.iter().zip(lo as u64..);
             b.keys.extend(at.map(|(&d, p)| (d as u64) << 32 | p));
             scored += n;
             if b.keys.len() >= want {

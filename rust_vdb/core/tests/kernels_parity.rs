@@ -819,6 +819,54 @@ fn u8_tile_below_equals_each_query_alone() {
 }
 
 #[test]
+fn u8_tile_all_equals_each_query_alone() {
+    // Batch routing's kernel: every distance of a tile's queries to the rows, the same bits as
+    // `l2_u8_batch_pre` per query, on every table (AMX: whole blocks of sixteen rows, then the
+    // rest; widths that are not multiples of 64 take the VNNI path).
+    let mut rng = Rng(31);
+    let mut tables = simd_tables();
+    tables.insert(0, &SCALAR);
+    let dims: Vec<usize> = DIMS
+        .iter()
+        .copied()
+        .chain([4, 64, 128, 192, 256, 320])
+        .collect();
+    for k in tables {
+        for &dim in &dims {
+            for nrows in [0usize, 1, 15, 16, 17, 31, 32, 33, 48, 130] {
+                for nq in [1usize, 2, 5, 15, 16] {
+                    let qs = rng.u8s(nq * dim);
+                    let mut rows = rng.u8s(dim * nrows);
+                    if nrows > 2 {
+                        rows[..dim].fill(0);
+                        rows[dim..2 * dim].fill(255);
+                    }
+                    let terms: Vec<i32> =
+                        rows.chunks_exact(dim).map(|x| (k.u8_row_term)(x)).collect();
+                    // longer than needed, pre-filled: nothing past the tile may be written
+                    let mut out = vec![7u32; nq * nrows + 5];
+                    (k.l2_u8_tile_all)(&qs, &rows, &terms, &mut out);
+                    for j in 0..nq {
+                        let mut want = vec![0u32; nrows];
+                        (SCALAR.l2_u8_batch)(&qs[j * dim..(j + 1) * dim], &rows, &mut want);
+                        assert_eq!(
+                            &out[j * nrows..(j + 1) * nrows],
+                            &want[..],
+                            "l2_u8_tile_all({}) dim {dim} nrows {nrows} nq {nq} query {j}",
+                            k.name
+                        );
+                    }
+                    assert!(
+                        out[nq * nrows..].iter().all(|&v| v == 7),
+                        "wrote past the tile"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn u8_tile_below_over_head_and_tail_blocks_equals_whole_rows() {
     // Split codes (`ivf::CodeSplit`): row r is its head block row then its tail block row;
     // every table must keep exactly the rows the whole rows give.

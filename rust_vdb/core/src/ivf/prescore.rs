@@ -485,8 +485,8 @@ impl IvfIndex {
                 // The ids of the rows that passed, asked for before any is read: the loop
                 // below reads one per row it pushes, and each would otherwise wait a DRAM
                 // latency on its own behind the compare's mispredicted branches.
-                for j in 0..nq {
-                    for &r in &s.pbuf[j * n..j * n + counts[j] as usize] {
+                for (j, &c) in counts[..nq].iter().enumerate() {
+                    for &r in &s.pbuf[j * n..j * n + c as usize] {
                         crate::kernels::prefetch(std::slice::from_ref(&list.ids[r as usize]));
                     }
                 }

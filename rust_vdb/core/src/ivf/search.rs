@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::{IvfIndex, SearchParams};
 use crate::error::{each_interrupt_chunk, Interrupt, Result, INTERRUPT_EVERY};
-use crate::kernels::{kernels, Kernels};
+use crate::kernels::{kernels, Kernels, TILE_QUERIES};
 use crate::metric::{normalize_rows, Metric};
 use crate::pool;
 use crate::route::{self, SuperRouting, ROUTE_BLOCK};
@@ -20,6 +20,11 @@ use crate::validate;
 /// Queries searched together by one task: the lists they share are scanned back to back.
 /// Parallel calls use smaller blocks when there are too few queries to keep threads busy.
 const SCAN_BLOCK: usize = 1024;
+
+/// Blocks of at least this many queries route by tiles (`SuperRouting::route_tile`) where the
+/// kernel table has a fast tile kernel: a tile scores every centroid, about four times the
+/// candidates one query scores alone, which a tile of four or more queries pays back.
+const ROUTE_TILE_MIN: usize = 4;
 
 /// Per-thread buffers reused across queries and calls: a search allocates nothing per query.
 #[derive(Default)]
@@ -220,15 +225,36 @@ impl IvfIndex {
         if let Some(r) = two_level {
             // Each query scores only the centroids of its nearest groups.
             let want = SuperRouting::want(nprobe, nlist);
-            for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
-                let done = r.route(kern, q, nprobe, want, sim, &mut s.route, &mut s.order);
-                stats.centroids_scored += done.scored as u64;
-                stats.bytes_scanned += done.bytes as u64;
-                s.probes.extend(
-                    s.order
-                        .iter()
-                        .map(|&(_, li)| ((li as u64) << 32) | qi as u64),
-                );
+            if m >= ROUTE_TILE_MIN && r.tiles(kern, sim) {
+                // Sixteen queries at a time against every centroid (AMX): the same lists.
+                for (ti, tile) in s.qblock.chunks(TILE_QUERIES * dim).enumerate() {
+                    let (probes, seen) = (&mut s.probes, &mut *stats);
+                    r.route_tile(
+                        kern,
+                        tile,
+                        nprobe,
+                        want,
+                        &mut s.route,
+                        &mut s.order,
+                        |j, lists, done| {
+                            seen.centroids_scored += done.scored as u64;
+                            seen.bytes_scanned += done.bytes as u64;
+                            let qi = (ti * TILE_QUERIES + j) as u64;
+                            probes.extend(lists.iter().map(|&(_, li)| ((li as u64) << 32) | qi));
+                        },
+                    );
+                }
+            } else {
+                for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
+                    let done = r.route(kern, q, nprobe, want, sim, &mut s.route, &mut s.order);
+                    stats.centroids_scored += done.scored as u64;
+                    stats.bytes_scanned += done.bytes as u64;
+                    s.probes.extend(
+                        s.order
+                            .iter()
+                            .map(|&(_, li)| ((li as u64) << 32) | qi as u64),
+                    );
+                }
             }
         } else {
             for (bi, sub) in s.qblock.chunks(ROUTE_BLOCK * dim).enumerate() {

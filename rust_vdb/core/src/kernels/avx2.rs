@@ -38,8 +38,15 @@ pub static AVX2: Kernels = Kernels {
     l2_u8_batch_pre_below,
     l2_u8_tile_below,
     tile_min_queries: usize::MAX,
+    l2_u8_tile_all,
+    tile_all_fast: false,
     argmin_score,
 };
+
+/// This table's `l2_u8_batch_pre` for each query of the tile in turn.
+pub(super) fn l2_u8_tile_all(qs: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    super::tile_all_via(l2_u8_batch_pre, qs, rows, terms, out)
+}
 
 /// This table's `l2_u8_batch_pre` for each query of the tile in turn.
 #[allow(clippy::too_many_arguments)]

@@ -85,6 +85,9 @@ pub type L2U8BatchPreBelow = fn(&[u8], &[u8], &[i32], f32, &mut [u32], &mut [u32
 pub type L2U8TileBelow =
     fn(&[u8], &[u8], &[i32], &[u8], &[i32], &[f32], &mut [u32], &mut [u32], &mut [u32]);
 
+/// `l2_u8_tile_all(qs, rows, row_terms, out)`.
+pub type L2U8TileAll = fn(&[u8], &[u8], &[i32], &mut [u32]);
+
 /// The most queries one `l2_u8_tile_below` call takes (one per lane of a 512-bit vector).
 pub const TILE_QUERIES: usize = 16;
 
@@ -153,6 +156,17 @@ pub struct Kernels {
     /// `l2_u8_batch_pre_below` (measured per table; `usize::MAX` where the tile kernel is
     /// that loop itself).
     pub tile_min_queries: usize,
+    /// Every distance of a tile of up to `TILE_QUERIES` queries to the same rows: `qs` holds
+    /// the queries' u8 codes one after another (`nq x dim`), `rows` whole rows of dim codes
+    /// with their `u8_row_term`s in `row_terms`, and `out[j * n + r]` becomes
+    /// `l2_u8_batch_pre`'s distance of query j to row r, the same bits (`n =
+    /// row_terms.len()`; `out` holds at least `nq x n`). Batch routing's kernel: with AMX a
+    /// tile of sixteen queries costs about what one query costs alone.
+    pub l2_u8_tile_all: L2U8TileAll,
+    /// Whether `l2_u8_tile_all` scores a tile of queries in much less time than its queries
+    /// take one by one (`l2_u8_batch_pre`): batch routing then scores every centroid for a
+    /// tile rather than each query's candidates on their own.
+    pub tile_all_fast: bool,
     /// Nearest centroid from its inner products: `(j, score)` of the first smallest score,
     /// -dots[j] (`ip`) or norms[j] - 2 dots[j]. Exact: every level returns the scalar answer.
     pub argmin_score: ArgminScore,
@@ -181,6 +195,8 @@ pub static SCALAR: Kernels = Kernels {
     l2_u8_batch_pre_below: scalar::l2_u8_batch_pre_below,
     l2_u8_tile_below: scalar::l2_u8_tile_below,
     tile_min_queries: usize::MAX,
+    l2_u8_tile_all: scalar::l2_u8_tile_all,
+    tile_all_fast: false,
     argmin_score: scalar::argmin_score,
 };
 
@@ -550,6 +566,57 @@ pub(crate) fn tile_below_via(
         }
         counts[j] = cnt as u32;
     }
+}
+
+/// `l2_u8_tile_all` from a table's `l2_u8_batch_pre`, one query of the tile after the other:
+/// the tables without a tile kernel of their own.
+#[inline(always)]
+pub(crate) fn tile_all_via(
+    pre: L2U8BatchPre,
+    qs: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    out: &mut [u32],
+) {
+    let (nq, dim) = check_tile_all(qs.len(), rows.len(), terms.len(), out.len());
+    let n = terms.len();
+    for j in 0..nq {
+        pre(
+            &qs[j * dim..(j + 1) * dim],
+            rows,
+            terms,
+            &mut out[j * n..(j + 1) * n],
+        );
+    }
+}
+
+/// The length checks of every `l2_u8_tile_all`; returns (nq, dim): how many queries `qs`
+/// holds (none when there are no rows) and their width.
+#[inline]
+pub(crate) fn check_tile_all(qs: usize, rows: usize, n: usize, out: usize) -> (usize, usize) {
+    if n == 0 {
+        return (0, 0);
+    }
+    let dim = rows / n;
+    assert!(
+        dim > 0 && rows == dim * n,
+        "tile rows hold {rows} values for {n} terms"
+    );
+    let nq = qs / dim;
+    assert_eq!(
+        qs,
+        nq * dim,
+        "tile queries hold {qs} values, not a multiple of {dim}"
+    );
+    assert!(
+        nq <= TILE_QUERIES,
+        "a tile holds at most {TILE_QUERIES} queries, got {nq}"
+    );
+    assert!(
+        out >= nq * n,
+        "the output holds {out} values for {nq} queries x {n} rows"
+    );
+    (nq, dim)
 }
 
 /// The length checks of every `l2_u8_tile_below`; returns (h, t), the widths of the head and

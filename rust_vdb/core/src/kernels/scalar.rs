@@ -144,6 +144,11 @@ pub fn l2_u8_tile_below(
     )
 }
 
+/// `l2_u8_batch_pre` for each query of a tile in turn (see `Kernels::l2_u8_tile_all`).
+pub fn l2_u8_tile_all(qs: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    super::tile_all_via(l2_u8_batch_pre, qs, rows, terms, out)
+}
+
 pub fn dot_i8_u8_batch(q: &[i8], rows: &[u8], out: &mut [i32]) {
     batch(q, rows, out, |q, off| {
         let x = &rows[off..off + q.len()];

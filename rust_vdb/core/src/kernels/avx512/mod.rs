@@ -13,7 +13,7 @@ use half::f16;
 use std::arch::x86_64::*;
 
 mod tile;
-use tile::{l2_u8_tile_below_amx, l2_u8_tile_below_vnni};
+use tile::{l2_u8_tile_all_amx, l2_u8_tile_all_vnni, l2_u8_tile_below_amx, l2_u8_tile_below_vnni};
 
 pub static AVX512: Kernels = Kernels {
     level: SimdLevel::Avx512,
@@ -42,6 +42,8 @@ pub static AVX512: Kernels = Kernels {
     l2_u8_batch_pre_below: super::avx2::l2_u8_batch_pre_below,
     l2_u8_tile_below: super::avx2::l2_u8_tile_below,
     tile_min_queries: usize::MAX,
+    l2_u8_tile_all: super::avx2::l2_u8_tile_all,
+    tile_all_fast: false,
     argmin_score,
 };
 
@@ -51,6 +53,8 @@ pub static AVX512_AMX: Kernels = Kernels {
     name: "avx512+vnni+amx",
     l2_u8_tile_below: l2_u8_tile_below_amx,
     tile_min_queries: 2,
+    l2_u8_tile_all: l2_u8_tile_all_amx,
+    tile_all_fast: true,
     ..AVX512_VNNI
 };
 
@@ -64,6 +68,7 @@ pub static AVX512_VNNI: Kernels = Kernels {
     l2_u8_batch_pre_below: l2_u8_batch_pre_below_vnni,
     l2_u8_tile_below: l2_u8_tile_below_vnni,
     tile_min_queries: 12,
+    l2_u8_tile_all: l2_u8_tile_all_vnni,
     ..AVX512
 };
 

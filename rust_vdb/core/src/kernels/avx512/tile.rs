@@ -111,32 +111,40 @@ unsafe fn transpose_queries(qs: &[u8], nq: usize, dim: usize, qt: *mut __m512i) 
             let x = _mm512_maskz_loadu_epi8(m, qs.as_ptr().add(j * dim + at) as *const i8);
             *v = _mm512_xor_si512(x, _mm512_maskz_mov_epi8(m, flip));
         }
-        let mut t = [_mm512_setzero_si512(); 16];
-        for i in 0..8 {
-            t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-            t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-        }
-        for i in 0..4 {
-            let b = 4 * i;
-            r[b] = _mm512_unpacklo_epi64(t[b], t[b + 2]);
-            r[b + 1] = _mm512_unpackhi_epi64(t[b], t[b + 2]);
-            r[b + 2] = _mm512_unpacklo_epi64(t[b + 1], t[b + 3]);
-            r[b + 3] = _mm512_unpackhi_epi64(t[b + 1], t[b + 3]);
-        }
-        for h in 0..2 {
-            let b = 8 * h;
-            for i in 0..4 {
-                t[b + i] = _mm512_shuffle_i32x4::<0x88>(r[b + i], r[b + 4 + i]);
-                t[b + 4 + i] = _mm512_shuffle_i32x4::<0xdd>(r[b + i], r[b + 4 + i]);
-            }
-        }
-        for i in 0..8 {
-            r[i] = _mm512_shuffle_i32x4::<0x88>(t[i], t[8 + i]);
-            r[8 + i] = _mm512_shuffle_i32x4::<0xdd>(t[i], t[8 + i]);
-        }
+        transpose16(&mut r);
         for (g, v) in r.iter().enumerate() {
             _mm512_storeu_si512(qt.add(16 * c + g) as _, *v);
         }
+    }
+}
+
+/// Transposes a 16 x 16 matrix of 32-bit words held one row per vector: afterwards `r[g]`
+/// lane j is what `r[j]` lane g was.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn transpose16(r: &mut [__m512i; 16]) {
+    let mut t = [_mm512_setzero_si512(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for i in 0..4 {
+        let b = 4 * i;
+        r[b] = _mm512_unpacklo_epi64(t[b], t[b + 2]);
+        r[b + 1] = _mm512_unpackhi_epi64(t[b], t[b + 2]);
+        r[b + 2] = _mm512_unpacklo_epi64(t[b + 1], t[b + 3]);
+        r[b + 3] = _mm512_unpackhi_epi64(t[b + 1], t[b + 3]);
+    }
+    for h in 0..2 {
+        let b = 8 * h;
+        for i in 0..4 {
+            t[b + i] = _mm512_shuffle_i32x4::<0x88>(r[b + i], r[b + 4 + i]);
+            t[b + 4 + i] = _mm512_shuffle_i32x4::<0xdd>(r[b + i], r[b + 4 + i]);
+        }
+    }
+    for i in 0..8 {
+        r[i] = _mm512_shuffle_i32x4::<0x88>(t[i], t[8 + i]);
+        r[8 + i] = _mm512_shuffle_i32x4::<0xdd>(t[i], t[8 + i]);
     }
 }
 
@@ -317,6 +325,81 @@ pub(super) fn l2_u8_tile_below_amx(
     // multiples of 64).
     unsafe {
         l2_u8_tile_below_impl::<true>(qs, dim, rows, terms, tail_terms, thrs, pos, dist, counts)
+    }
+}
+
+/// `l2_u8_tile_all` on VNNI: each query of the tile through `l2_u8_batch_pre_vnni` (the
+/// table's batch routing scores each query's candidates alone instead: `tile_all_fast` is off).
+pub(super) fn l2_u8_tile_all_vnni(qs: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    crate::kernels::tile_all_via(super::l2_u8_batch_pre_vnni, qs, rows, terms, out)
+}
+
+/// `l2_u8_tile_all` with the rows scored sixteen at a time by AMX (`amx_rows`), for widths that
+/// are multiples of 64 up to `AMX_MAX_DIM`; others as `l2_u8_tile_all_vnni`. Each block of
+/// sixteen rows' distance vectors (one lane per query) is transposed and stored as sixteen
+/// runs of one query's distances; rows past the last whole block go through VNNI.
+pub(super) fn l2_u8_tile_all_amx(qs: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    let (nq, dim) = crate::kernels::check_tile_all(qs.len(), rows.len(), terms.len(), out.len());
+    if nq == 0 || !dim.is_multiple_of(64) || dim > AMX_MAX_DIM {
+        return l2_u8_tile_all_vnni(qs, rows, terms, out);
+    }
+    // SAFETY: lengths checked above (qs = nq x dim with 1 <= nq <= 16, rows = dim x terms, out
+    // holds nq x terms values); dim is a multiple of 64 up to AMX_MAX_DIM, so `amx_rows` reads
+    // whole 64-byte chunks of rows only; AVX512_AMX is only handed out after CPUID reported
+    // AMX-TILE and AMX-INT8, the OS granted the tile state, and avx512f/bw/vl/vnni were found.
+    unsafe { l2_u8_tile_all_impl(qs, nq, dim, rows, terms, out) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn l2_u8_tile_all_impl(
+    qs: &[u8],
+    nq: usize,
+    dim: usize,
+    rows: &[u8],
+    terms: &[i32],
+    out: &mut [u32],
+) {
+    let n = terms.len();
+    let groups = dim.div_ceil(4);
+    let mut qt_buf = [std::mem::MaybeUninit::<__m512i>::uninit(); TILE_MAX_GROUPS];
+    transpose_queries(qs, nq, dim, qt_buf.as_mut_ptr() as *mut __m512i);
+    let mut qn = [0u32; 16];
+    for j in 0..nq {
+        qn[j] = sq_norm(&qs[j * dim..(j + 1) * dim]);
+    }
+    let qn_v = _mm512_loadu_si512(qn.as_ptr() as _);
+    let dist = |row: usize, acc: __m512i| {
+        let t = _mm512_set1_epi32(terms[row]);
+        _mm512_sub_epi32(_mm512_add_epi32(qn_v, t), _mm512_slli_epi32::<1>(acc))
+    };
+    let rows = Rows {
+        head: rows,
+        h: dim,
+        tail: &[],
+        t: 0,
+    };
+    let o = out.as_mut_ptr();
+    let mut block = [_mm512_setzero_si512(); 16];
+    // `amx_rows` hands the rows over in order, sixteen by sixteen from row 0.
+    let mut emit = |row: usize, acc: __m512i| {
+        block[row % 16] = dist(row, acc);
+        if row % 16 == 15 {
+            transpose16(&mut block);
+            for (j, v) in block[..nq].iter().enumerate() {
+                _mm512_storeu_si512(o.add(j * n + row - 15) as _, *v);
+            }
+        }
+    };
+    let done = amx_rows(qt_buf.as_ptr() as *const u8, groups / 16, rows, &mut emit);
+    // SAFETY: the first `groups` entries were written by `transpose_queries`.
+    let qt = std::slice::from_raw_parts(qt_buf.as_ptr() as *const __m512i, groups);
+    for row in done..n {
+        let [a] = tile_rows::<1>(qt, rows, row);
+        let mut dv = [0u32; 16];
+        _mm512_storeu_si512(dv.as_mut_ptr() as _, dist(row, a));
+        for (j, &d) in dv[..nq].iter().enumerate() {
+            out[j * n + row] = d;
+        }
     }
 }
 
