@@ -41,6 +41,10 @@ pub(super) struct Scratch {
     /// The counting sort of `probes`: where each list's probes start, and the sorted copy.
     pub list_starts: Vec<u32>,
     pub probes_tmp: Vec<u64>,
+    /// Per query of a block: its nearest list (`u32::MAX`: none), and the batch prescore's
+    /// bound from a few of that list's rows (`prescore::seed_bounds`).
+    pub seeds: Vec<u32>,
+    pub bounds: Vec<f32>,
     /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
     pub qcodes: Vec<u8>,
     /// Per query (l2): its u8 codes as the lists hold theirs, head dims then tail dims
@@ -285,6 +289,7 @@ impl IvfIndex {
         // threshold then tightens soonest, and fewer rows pass the heads (split codes: 9.1% of
         // the rows read their tails in list order at 1M, nprobe 52).
         if m > 1 {
+            nearest_lists(&s.probes, m, &mut s.seeds);
             sort_probes(&mut s.probes, nlist, &mut s.list_starts, &mut s.probes_tmp);
         }
     }
@@ -314,6 +319,21 @@ fn sort_probes(probes: &mut Vec<u64>, nlist: usize, starts: &mut Vec<u32>, tmp: 
         *at += 1;
     }
     std::mem::swap(probes, tmp);
+}
+
+/// Each query's nearest list into `seeds` (indexed by query; `u32::MAX` for a query with no
+/// probe): the first of its probes, which arrive query by query, best first.
+fn nearest_lists(probes: &[u64], m: usize, seeds: &mut Vec<u32>) {
+    seeds.clear();
+    seeds.resize(m, u32::MAX);
+    let mut last = None;
+    for &v in probes {
+        let q = v as u32;
+        if last != Some(q) {
+            seeds[q as usize] = (v >> 32) as u32;
+            last = Some(q);
+        }
+    }
 }
 
 #[cfg(test)]

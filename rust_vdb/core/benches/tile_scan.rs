@@ -1,0 +1,156 @@
+//! The batch prescore's tile kernel (`l2_u8_tile_below`) over lists of split u8 codes: ns per
+//! row visit (one list row scored against a tile of queries) with the lists hot in cache,
+//! streamed from memory in address order (one arena per block, lists back to back), and
+//! streamed from lists in separate allocations visited in order (how the index holds them).
+//!
+//! Usage: cargo bench -p vdb-core --bench tile_scan [-- MIB]
+//! Environment: NQ=queries per tile (default 13, what a 1,000-query batch at 1M nprobe 52
+//! gives a list), PASS=share of rows under the thresholds (default 0: the kernel alone).
+use std::time::Instant;
+use vdb_core::kernels::kernels;
+
+const HEAD: usize = 64;
+const TAIL: usize = 64;
+const LIST: usize = 250;
+
+fn env(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Lists {
+    heads: Vec<Vec<u8>>,
+    tails: Vec<Vec<u8>>,
+    terms: Vec<Vec<i32>>,
+    tterms: Vec<Vec<i32>>,
+}
+
+fn main() {
+    let mib: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(256);
+    let nq = env("NQ", 13.0) as usize;
+    let pass = env("PASS", 0.0);
+    let k = kernels();
+    let nlists = mib * (1 << 20) / ((HEAD + TAIL) * LIST);
+    let mut x = 0x9E37_79B9u32;
+    let mut byte = || {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        (x >> 24) as u8
+    };
+    // arena: every list's block back to back
+    let ah: Vec<u8> = (0..nlists * LIST * HEAD).map(|_| byte()).collect();
+    let at: Vec<u8> = (0..nlists * LIST * TAIL).map(|_| byte()).collect();
+    let term = k.u8_row_term;
+    let aterms: Vec<i32> = ah.chunks_exact(HEAD).map(term).collect();
+    let atterms: Vec<i32> = at.chunks_exact(TAIL).map(term).collect();
+    // separate allocations, interleaved like per-list Vecs with their f16 vectors between
+    let mut sep = Lists {
+        heads: vec![],
+        tails: vec![],
+        terms: vec![],
+        tterms: vec![],
+    };
+    let mut f16s = Vec::new();
+    for l in 0..nlists {
+        let r = l * LIST..(l + 1) * LIST;
+        sep.heads.push(ah[r.start * HEAD..r.end * HEAD].to_vec());
+        sep.tails.push(at[r.start * TAIL..r.end * TAIL].to_vec());
+        sep.terms.push(aterms[r.clone()].to_vec());
+        sep.tterms.push(atterms[r].to_vec());
+        f16s.push(vec![1u16; LIST * (HEAD + TAIL)]);
+    }
+    let qs: Vec<u8> = (0..nq * (HEAD + TAIL)).map(|_| byte()).collect();
+    // thresholds at the PASS quantile of the first list's distances
+    let thrs: Vec<f32> = (0..nq)
+        .map(|j| {
+            if pass <= 0.0 {
+                return -1.0;
+            }
+            let q = &qs[j * (HEAD + TAIL)..(j + 1) * (HEAD + TAIL)];
+            let mut d: Vec<u32> = (0..LIST)
+                .map(|r| {
+                    let mut row = ah[r * HEAD..(r + 1) * HEAD].to_vec();
+                    row.extend_from_slice(&at[r * TAIL..(r + 1) * TAIL]);
+                    (k.l2_u8)(q, &row)
+                })
+                .collect();
+            d.sort_unstable();
+            d[((LIST as f64 * pass) as usize).min(LIST - 1)] as f32
+        })
+        .collect();
+    println!(
+        "{} ({nq} queries a tile, pass {pass}), {nlists} lists of {LIST} rows",
+        k.name
+    );
+    let hot: Vec<usize> = (0..nlists).map(|i| i % 8).collect();
+    let all: Vec<usize> = (0..nlists).collect();
+    let slice = |l: usize| {
+        let r = l * LIST..(l + 1) * LIST;
+        (
+            &ah[r.start * HEAD..r.end * HEAD],
+            &aterms[r.clone()],
+            &at[r.start * TAIL..r.end * TAIL],
+            &atterms[r],
+        )
+    };
+    let mut kept = 0;
+    let only = std::env::var("ONLY").unwrap_or_default();
+    if only == "hot" {
+        for _ in 0..20 {
+            kept += run("hot (8 lists again and again)", &slice, &hot, &qs, &thrs);
+        }
+        return;
+    }
+    kept += run("hot (8 lists again and again)", &slice, &hot, &qs, &thrs);
+    kept += run("arena, lists in address order", &slice, &all, &qs, &thrs);
+    let own = |l: usize| {
+        (
+            &sep.heads[l][..],
+            &sep.terms[l][..],
+            &sep.tails[l][..],
+            &sep.tterms[l][..],
+        )
+    };
+    kept += run("own allocations, in list order", &own, &all, &qs, &thrs);
+    println!("(kept {kept}, {} f16 lists)", f16s.len());
+}
+
+type Blocks<'a> = (&'a [u8], &'a [i32], &'a [u8], &'a [i32]);
+
+/// Best of three passes over `order`; prints ns per row visit, returns the rows kept.
+fn run<'a>(
+    label: &str,
+    lists: &dyn Fn(usize) -> Blocks<'a>,
+    order: &[usize],
+    qs: &[u8],
+    thrs: &[f32],
+) -> u64 {
+    let k = kernels();
+    let nq = thrs.len();
+    let (mut pos, mut dist, mut counts) =
+        (vec![0u32; 16 * LIST], vec![0u32; 16 * LIST], [0u32; 16]);
+    let mut kept = 0u64;
+    let mut best = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        for &l in order {
+            let (h, th, t, tt) = lists(l);
+            (k.l2_u8_tile_below)(qs, h, th, t, tt, thrs, &mut pos, &mut dist, &mut counts);
+            kept += counts[..nq].iter().map(|&c| c as u64).sum::<u64>();
+        }
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    let visits = (order.len() * LIST) as f64;
+    println!(
+        "{label:<34} {:6.2} ns/row visit  ({:5.1} GB/s of codes)",
+        best / visits * 1e9,
+        visits * (HEAD + TAIL) as f64 / best / 1e9
+    );
+    kept
+}
