@@ -778,6 +778,41 @@ mod integer_tests {
                         );
                         assert!(r.scored >= want.min(nlist));
                     }
+                    // Tiles of queries (every centroid scored at once) probe the same lists as
+                    // each query alone; tiles of 16, then a shorter last one.
+                    let qs: Vec<f32> = x
+                        .chunks_exact(dim)
+                        .step_by(37)
+                        .take(37)
+                        .flatten()
+                        .copied()
+                        .collect();
+                    for (t, tile) in qs.chunks(16 * dim).enumerate() {
+                        let mut lists = Vec::new();
+                        u8_route.route_tile(
+                            kern,
+                            tile,
+                            nprobe,
+                            want,
+                            &mut b,
+                            &mut got,
+                            |j, o, r| {
+                                assert_eq!(r.scored, u8_route.groups() + nlist);
+                                lists.push((j, o.iter().map(|x| x.1).collect::<Vec<_>>()));
+                            },
+                        );
+                        assert_eq!(lists.len(), tile.len() / dim);
+                        for (j, l) in lists {
+                            let q = &tile[j * dim..(j + 1) * dim];
+                            u8_route.route(kern, q, nprobe, want, false, &mut b, &mut got);
+                            let alone: Vec<u32> = got.iter().map(|x| x.1).collect();
+                            assert_eq!(
+                                l, alone,
+                                "{} tile {t} query {j} nprobe {nprobe}",
+                                kern.name
+                            );
+                        }
+                    }
                 }
             }
         }

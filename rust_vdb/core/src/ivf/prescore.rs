@@ -532,7 +532,11 @@ impl IvfIndex {
         let mut dt = [0u32; SEED_ROWS];
         for (qi, &li) in s.seeds.iter().enumerate() {
             // the rows of a query a few ahead, asked for while this one's are scored
-            if let Some(l) = s.seeds.get(qi + SEED_AHEAD).and_then(|&a| self.lists.get(a as usize)) {
+            if let Some(l) = s
+                .seeds
+                .get(qi + SEED_AHEAD)
+                .and_then(|&a| self.lists.get(a as usize))
+            {
                 let c = l.len().min(SEED_ROWS);
                 crate::kernels::prefetch(&l.codes[..c * h]);
                 crate::kernels::prefetch(&l.tail[..c * t]);
