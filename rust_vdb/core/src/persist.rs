@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use half::f16;
 
 use crate::error::{Result, VdbError};
-use crate::ivf::{CodeSplit, InvList, IvfIndex, Storage};
+use crate::ivf::{CodeSplit, Ids, InvList, IvfIndex, Storage};
 use crate::metric::Metric;
 use crate::quant::Sq8;
 
@@ -65,7 +65,13 @@ fn write_index<W: Write>(w: &mut CrcWriter<W>, idx: &IvfIndex) -> std::io::Resul
     }
     for l in &idx.lists {
         w.u64(l.ids.len() as u64)?;
-        w.put(bytemuck::cast_slice(&l.ids))?;
+        match &l.ids {
+            Ids::Wide(v) => w.put(bytemuck::cast_slice(v))?,
+            Ids::Narrow(_) => {
+                let wide: Vec<i64> = l.ids.iter().collect();
+                w.put(bytemuck::cast_slice(&wide))?
+            }
+        }
         match &idx.split {
             // whole codes in dim order: the split is derived again at load
             Some(split) => {
@@ -264,7 +270,7 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         let vf16 = r.vec::<f16>(hn, &what)?;
         let vf32 = r.vec::<f32>(fn_, &what)?;
         lists.push(InvList {
-            ids,
+            ids: Ids::from_vec(ids),
             codes,
             vf16,
             vf32,

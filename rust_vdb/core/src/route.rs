@@ -49,25 +49,43 @@ pub const ROUTE_GEMM_MIN: usize = 4;
 pub const RECHECK_MARGIN: usize = 16;
 
 /// Inner products of m queries with every centroid (m x nlist): one matrix product for a
-/// block of `ROUTE_GEMM_MIN` or more, else the dot kernel over the f16 copy of the centroids
-/// (the same values in half the bytes: a query or two is memory-bound on them).
+/// block of `ROUTE_GEMM_MIN` or more, else the dot kernel over an f16 copy of the centroids
+/// (the same values in half the bytes: a query or two is memory-bound on them): the grouped
+/// copy of two-level routing where there is one (`grouped`, its products put back in list
+/// order), else `centroids_f16`.
+#[allow(clippy::too_many_arguments)]
 pub fn centroid_dots(
     kern: &Kernels,
     qblock: &[f32],
     m: usize,
     centroids: &[f32],
     centroids_f16: &[f16],
+    grouped: Option<&SuperRouting>,
     dim: usize,
     dots: &mut [f32],
 ) {
     let nlist = centroids.len() / dim;
     if m >= ROUTE_GEMM_MIN {
         crate::matmul::dots_abt(&qblock[..m * dim], centroids, dim, &mut dots[..m * nlist]);
-    } else {
-        for (q, row) in qblock.chunks_exact(dim).zip(dots.chunks_exact_mut(nlist)) {
-            (kern.dot_f32_f16_batch)(q, centroids_f16, row);
+        return;
+    }
+    for (q, row) in qblock.chunks_exact(dim).zip(dots.chunks_exact_mut(nlist)) {
+        match grouped {
+            Some(r) => GROUPED.with_borrow_mut(|tmp| {
+                tmp.resize(nlist, 0.0);
+                (kern.dot_f32_f16_batch)(q, &r.cent_f16, tmp);
+                for (&d, &li) in tmp.iter().zip(&r.members) {
+                    row[li as usize] = d;
+                }
+            }),
+            None => (kern.dot_f32_f16_batch)(q, centroids_f16, row),
         }
     }
+}
+
+thread_local! {
+    /// `centroid_dots`' products in group order, kept across calls.
+    static GROUPED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Bytes of centroids `centroid_dots` reads for m queries: the f32 copy once per

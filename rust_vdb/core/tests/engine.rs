@@ -135,7 +135,7 @@ fn a_large_add_assigns_nearly_every_vector_to_its_nearest_list() {
     kmeans::assign(None, &x, c, &norms, dim, false, &mut exact, &mut s).unwrap();
     let mut got = vec![u32::MAX; n];
     for (li, l) in ivf.lists().iter().enumerate() {
-        for &id in &l.ids {
+        for id in l.ids.iter() {
             got[id as usize] = li as u32;
         }
     }
@@ -534,4 +534,54 @@ fn split_u8_codes_give_the_exact_distances_of_whole_codes_in_every_path() {
             }
         }
     }
+}
+
+#[test]
+fn ids_past_u32_widen_their_lists_and_survive_a_save() {
+    // Ids 0..n are stored in four bytes; one beyond u32 (here 2^40 + i for the odd rows)
+    // widens the lists it lands in, and searches, saves and loads give the same ids back.
+    let dim = 16;
+    let base = blobs(3000, dim, 20, 41);
+    let n = base.len() / dim;
+    let ids: Vec<i64> = (0..n as i64)
+        .map(|i| {
+            if i % 2 == 1 {
+                (1 << 40) + i
+            } else {
+                u32::MAX as i64 - i
+            }
+        })
+        .collect();
+    let mut ivf = IvfIndex::new(dim, Some(16), Metric::L2, Storage::U8F16, 5).unwrap();
+    ivf.train(&base, None, &never_interrupt).unwrap();
+    ivf.add(&base, Some(&ids), None, &never_interrupt).unwrap();
+    let mut narrow = IvfIndex::new(dim, Some(16), Metric::L2, Storage::U8F16, 5).unwrap();
+    narrow.train(&base, None, &never_interrupt).unwrap();
+    narrow.add(&base, None, None, &never_interrupt).unwrap();
+    assert!(
+        ivf.bytes() > narrow.bytes() + n * 4 - 16,
+        "wide ids take 8 bytes"
+    );
+    let mut all: Vec<i64> = ivf.lists().iter().flat_map(|l| l.ids.iter()).collect();
+    all.sort_unstable();
+    let mut want = ids.clone();
+    want.sort_unstable();
+    assert_eq!(all, want);
+    let path = std::env::temp_dir().join(format!("vdb-wide-ids-{}.vdb", std::process::id()));
+    vdb_core::persist::save(&ivf, &path).unwrap();
+    let loaded = vdb_core::persist::load(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let q = &base[..10 * dim];
+    let (d0, i0, _) = ivf
+        .search(q, 5, Some(16), Some(0), Some(1), &never_interrupt)
+        .unwrap();
+    let (d1, i1, _) = loaded
+        .search(q, 5, Some(16), Some(0), Some(1), &never_interrupt)
+        .unwrap();
+    assert_eq!((d0.clone(), i0.clone()), (d1, i1));
+    // every query is a base row: its own id comes first (distance 0 on u8 codes of itself)
+    for (r, row) in i0.chunks_exact(5).enumerate() {
+        assert_eq!(row[0], ids[r], "query {r}");
+    }
+    assert!(i0.iter().any(|&i| i >= 1 << 40) && i0.iter().any(|&i| i < 1 << 32));
 }

@@ -13,10 +13,10 @@ use crate::metric::Metric;
 use crate::pool;
 use crate::quant::Sq8;
 
-/// One inverted list: row i of each block belongs to `ids[i]`.
+/// One inverted list: row i of each block belongs to `ids.get(i)`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InvList {
-    pub ids: Vec<i64>,
+    pub ids: Ids,
     /// u8 codes per vector ("u8+f16" only): whole rows in dim order, or with a `CodeSplit`
     /// ("l2") the head dims of each row, in the split's order...
     pub codes: Vec<u8>,
@@ -82,6 +82,99 @@ impl InvList {
     }
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+}
+
+/// A list's ids: four bytes each while every one of them lies in 0..=u32::MAX (the usual
+/// 0..n numbering: 4 of an index's 400 bytes per vector at SIFT-1M), eight once one does not.
+/// The same ids either way; files store them as i64.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ids {
+    Narrow(Vec<u32>),
+    Wide(Vec<i64>),
+}
+
+impl Default for Ids {
+    fn default() -> Self {
+        Ids::Narrow(Vec::new())
+    }
+}
+
+impl Ids {
+    /// The ids of `v`, narrow if they all fit.
+    pub fn from_vec(v: Vec<i64>) -> Ids {
+        if v.iter().all(|&id| Self::fits(id)) {
+            Ids::Narrow(v.into_iter().map(|id| id as u32).collect())
+        } else {
+            Ids::Wide(v)
+        }
+    }
+
+    #[inline(always)]
+    fn fits(id: i64) -> bool {
+        (0..=u32::MAX as i64).contains(&id)
+    }
+
+    /// Row i's id.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> i64 {
+        match self {
+            Ids::Narrow(v) => v[i] as i64,
+            Ids::Wide(v) => v[i],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Ids::Narrow(v) => v.len(),
+            Ids::Wide(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends an id, widening the list's ids the first time one does not fit in u32.
+    pub fn push(&mut self, id: i64) {
+        match self {
+            Ids::Narrow(v) if Self::fits(id) => v.push(id as u32),
+            Ids::Narrow(v) => {
+                let mut wide: Vec<i64> = v.iter().map(|&x| x as i64).collect();
+                wide.push(id);
+                *self = Ids::Wide(wide);
+            }
+            Ids::Wide(v) => v.push(id),
+        }
+    }
+
+    pub fn reserve(&mut self, n: usize) {
+        match self {
+            Ids::Narrow(v) => v.reserve(n),
+            Ids::Wide(v) => v.reserve(n),
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        match self {
+            Ids::Narrow(v) => v.len() * 4,
+            Ids::Wide(v) => v.len() * 8,
+        }
+    }
+
+    /// Asks the CPU to load row i's id (see `kernels::prefetch`).
+    #[inline(always)]
+    pub fn prefetch(&self, i: usize) {
+        match self {
+            Ids::Narrow(v) => crate::kernels::prefetch(std::slice::from_ref(&v[i])),
+            Ids::Wide(v) => crate::kernels::prefetch(std::slice::from_ref(&v[i])),
+        }
+    }
+
+    /// The ids in row order.
+    pub fn iter(&self) -> impl Iterator<Item = i64> + '_ {
+        (0..self.len()).map(|i| self.get(i))
     }
 }
 

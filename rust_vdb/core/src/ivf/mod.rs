@@ -25,7 +25,7 @@ use crate::metric::Metric;
 use crate::quant::Sq8;
 use crate::route::SuperRouting;
 use crate::validate;
-pub use layout::InvList;
+pub use layout::{Ids, InvList};
 pub use split::CodeSplit;
 
 /// What the inverted lists keep per vector.
@@ -100,9 +100,10 @@ pub struct IvfIndex {
     /// Squared norms of the centroids (derived: routing scores ||c||^2 - 2 <q, c>).
     pub(crate) cnorms: Vec<f32>,
     /// The centroids as f16 (derived). Centroids are rounded to f16 values when set, so this
-    /// copy holds the same numbers in half the bytes: single-query routing streams it (the
-    /// centroid scan is memory-bound there: 2 MB of f32 per query at 1M), batch routing
-    /// multiplies the f32 copy.
+    /// copy holds the same numbers in half the bytes: single-query flat routing streams it
+    /// (the centroid scan is memory-bound there: 2 MB of f32 per query at 1M), batch routing
+    /// multiplies the f32 copy. Empty where two-level routing exists: its grouped f16 copy
+    /// serves instead (`route::centroid_dots`).
     pub(crate) centroids_f16: Vec<f16>,
     /// The centroids grouped for two-level routing (derived; None below route::MIN_NLIST
     /// lists and for "ip", where a group's centre says little about its members' products).
@@ -196,11 +197,15 @@ impl IvfIndex {
             *v = f16::from_f32(*v).to_f32();
         }
         self.cnorms = kmeans::row_norms(&c, self.dim);
-        self.centroids_f16 = c.iter().map(|&v| f16::from_f32(v)).collect();
         self.routing = match self.metric {
             Metric::Ip => None,
             Metric::L2 => SuperRouting::build(&c, self.dim, self.seed, self.sq.as_ref()),
             Metric::Cosine => SuperRouting::build(&c, self.dim, self.seed, None),
+        };
+        // the grouped copy of two-level routing serves one-query flat routing where it exists
+        self.centroids_f16 = match self.routing {
+            Some(_) => Vec::new(),
+            None => c.iter().map(|&v| f16::from_f32(v)).collect(),
         };
         self.centroids = c;
     }
@@ -245,7 +250,7 @@ impl IvfIndex {
             .lists
             .iter()
             .map(|l| {
-                l.ids.len() * 8
+                l.ids.bytes()
                     + l.codes.len()
                     + l.tail.len()
                     + l.tail_terms.len() * 4

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::search::Scratch;
-use super::{IvfIndex, SearchParams, Storage};
+use super::{Ids, IvfIndex, SearchParams, Storage};
 use crate::kernels::{Kernels, TILE_QUERIES};
 use crate::pool;
 use crate::search_stats::SearchStats;
@@ -312,7 +312,7 @@ impl IvfIndex {
             for (&j, &d) in pos.iter().zip(dist) {
                 let sc = d as f32;
                 if sc <= thr {
-                    heap.push(sc, list.ids[j as usize], loc | j as u64);
+                    heap.push(sc, list.ids.get(j as usize), loc | j as u64);
                     thr = heap.threshold();
                 }
             }
@@ -349,7 +349,7 @@ impl IvfIndex {
             let sc = tails.head[i].wrapping_add(tails.out[i]) as f32;
             if sc <= thr {
                 let j = tails.rows[i];
-                heap.push(sc, list.ids[j as usize], loc | j as u64);
+                heap.push(sc, list.ids.get(j as usize), loc | j as u64);
                 thr = heap.threshold();
             }
         }
@@ -404,7 +404,7 @@ impl IvfIndex {
                 for (j, &v) in out.iter().enumerate() {
                     let sc = -(qv.bias + v);
                     if sc <= thr {
-                        heap.push(sc, list.ids[j], loc | j as u64);
+                        heap.push(sc, list.ids.get(j), loc | j as u64);
                         thr = heap.threshold();
                     }
                 }
@@ -494,7 +494,7 @@ impl IvfIndex {
                 // latency on its own behind the compare's mispredicted branches.
                 for (j, &c) in counts[..nq].iter().enumerate() {
                     for &r in &s.pbuf[j * n..j * n + c as usize] {
-                        crate::kernels::prefetch(std::slice::from_ref(&list.ids[r as usize]));
+                        list.ids.prefetch(r as usize);
                     }
                 }
                 for (j, &visit) in tile.iter().enumerate() {
@@ -507,7 +507,7 @@ impl IvfIndex {
                     for (&r, &d) in s.pbuf[out.clone()].iter().zip(&s.ubuf[out]) {
                         let sc = d as f32;
                         if sc <= thr {
-                            heap.push(sc, list.ids[r as usize], loc | r as u64);
+                            heap.push(sc, list.ids.get(r as usize), loc | r as u64);
                             thr = heap.threshold().min(bound);
                         }
                     }
@@ -646,12 +646,12 @@ impl<'a> QueryView<'a> {
 
 /// Pushes a list's scores into the heap, skipping those that cannot enter.
 #[inline]
-fn push_all(heap: &mut Reservoir<u64>, scores: &[f32], ids: &[i64], loc: u64, negate: bool) {
+fn push_all(heap: &mut Reservoir<u64>, scores: &[f32], ids: &Ids, loc: u64, negate: bool) {
     let mut thr = heap.threshold();
     for (j, &v) in scores.iter().enumerate() {
         let sc = if negate { -v } else { v };
         if sc <= thr {
-            heap.push(sc, ids[j], loc | j as u64);
+            heap.push(sc, ids.get(j), loc | j as u64);
             thr = heap.threshold();
         }
     }

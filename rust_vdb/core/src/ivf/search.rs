@@ -270,6 +270,7 @@ impl IvfIndex {
                     mb,
                     &self.centroids,
                     &self.centroids_f16,
+                    self.routing.as_ref(),
                     dim,
                     &mut s.dots,
                 );
