@@ -5,7 +5,8 @@
 //!
 //! Usage: cargo bench -p vdb-core --bench tile_scan [-- MIB]
 //! Environment: NQ=queries per tile (default 13, what a 1,000-query batch at 1M nprobe 52
-//! gives a list), PASS=share of rows under the thresholds (default 0: the kernel alone).
+//! gives a list), PASS=share of rows under the thresholds (default 0: the kernel alone),
+//! HUGE=1 backs the arena with transparent huge pages.
 use std::time::Instant;
 use vdb_core::kernels::kernels;
 
@@ -47,6 +48,16 @@ fn main() {
     let ah: Vec<u8> = (0..nlists * LIST * HEAD).map(|_| byte()).collect();
     let at: Vec<u8> = (0..nlists * LIST * TAIL).map(|_| byte()).collect();
     let term = k.u8_row_term;
+    if std::env::var("HUGE").is_ok() {
+        // the arena blocks backed by transparent huge pages (what `hugepages::advise` asks)
+        for (p, len) in [(ah.as_ptr() as usize, ah.len()), (at.as_ptr() as usize, at.len())] {
+            let a = (p + (2 << 20) - 1) & !((2 << 20) - 1);
+            unsafe {
+                libc::madvise(a as *mut libc::c_void, len - (a - p), libc::MADV_HUGEPAGE);
+                libc::madvise(a as *mut libc::c_void, len - (a - p), 25 /* MADV_COLLAPSE */);
+            }
+        }
+    }
     let aterms: Vec<i32> = ah.chunks_exact(HEAD).map(term).collect();
     let atterms: Vec<i32> = at.chunks_exact(TAIL).map(term).collect();
     // separate allocations, interleaved like per-list Vecs with their f16 vectors between
