@@ -50,11 +50,18 @@ fn main() {
     let term = k.u8_row_term;
     if std::env::var("HUGE").is_ok() {
         // the arena blocks backed by transparent huge pages (what `hugepages::advise` asks)
-        for (p, len) in [(ah.as_ptr() as usize, ah.len()), (at.as_ptr() as usize, at.len())] {
+        for (p, len) in [
+            (ah.as_ptr() as usize, ah.len()),
+            (at.as_ptr() as usize, at.len()),
+        ] {
             let a = (p + (2 << 20) - 1) & !((2 << 20) - 1);
             unsafe {
                 libc::madvise(a as *mut libc::c_void, len - (a - p), libc::MADV_HUGEPAGE);
-                libc::madvise(a as *mut libc::c_void, len - (a - p), 25 /* MADV_COLLAPSE */);
+                libc::madvise(
+                    a as *mut libc::c_void,
+                    len - (a - p),
+                    25, /* MADV_COLLAPSE */
+                );
             }
         }
     }

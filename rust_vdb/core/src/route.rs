@@ -19,7 +19,9 @@
 //! (`l2_u8_batch_pre`, VNNI where the CPU has it) rank them over half the bytes of the f16
 //! copy. The codes round each centroid by up to half a step per dimension, which reorders
 //! near neighbours a little: the best `nprobe + RECHECK_MARGIN` are re-scored in f16 exactly
-//! as before, and the nprobe best of those are probed.
+//! as before, and the nprobe best of those are probed. A block of queries on a kernel table
+//! with a fast tile kernel (AMX) takes those u8 distances from one `l2_u8_tile_all` per sixteen
+//! queries over every centroid (`route_tile`): the same bits, so the same lists.
 
 use half::f16;
 
@@ -125,8 +127,8 @@ pub fn select_lists(
 /// Keeps the `nprobe` best (score, list) pairs, best first; ties go to the smaller list.
 pub fn keep_best(order: &mut Vec<(f32, u32)>, nprobe: usize) {
     KEYS.with_borrow_mut(|keys| {
-        // (score, list) as one u64 whose unsigned order is the pairs' order: a selection and
-        // sort of plain integers, about twice as fast as comparing the pairs.
+        // (score, list) as one u64 whose unsigned order is the pairs' order: the selection
+        // and sort compare plain integers instead of calling the pairs' comparator.
         keys.clear();
         keys.extend(order.iter().map(|&(sc, li)| pair_key(sc, li)));
         if nprobe < keys.len() {
