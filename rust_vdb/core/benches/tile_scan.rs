@@ -6,7 +6,7 @@
 //! Usage: cargo bench -p vdb-core --bench tile_scan [-- MIB]
 //! Environment: NQ=queries per tile (default 13, what a 1,000-query batch at 1M nprobe 52
 //! gives a list), PASS=share of rows under the thresholds (default 0: the kernel alone),
-//! HUGE=1 backs the arena with transparent huge pages.
+//! HUGE=1 backs the arena and the per-list allocations with transparent huge pages.
 use std::time::Instant;
 use vdb_core::kernels::kernels;
 
@@ -83,6 +83,18 @@ fn main() {
         sep.tterms.push(atterms[r].to_vec());
         f16s.push(vec![1u16; LIST * (HEAD + TAIL)]);
     }
+    if std::env::var("HUGE").is_ok() {
+        // the per-list allocations as the index advises them (`hugepages::advise`)
+        let mut bufs: Vec<(usize, usize)> = Vec::new();
+        for l in 0..nlists {
+            bufs.push((sep.heads[l].as_ptr() as usize, sep.heads[l].len()));
+            bufs.push((sep.tails[l].as_ptr() as usize, sep.tails[l].len()));
+            bufs.push((sep.terms[l].as_ptr() as usize, sep.terms[l].len() * 4));
+            bufs.push((sep.tterms[l].as_ptr() as usize, sep.tterms[l].len() * 4));
+            bufs.push((f16s[l].as_ptr() as usize, f16s[l].len() * 2));
+        }
+        vdb_core::hugepages::advise(&mut bufs);
+    }
     let qs: Vec<u8> = (0..nq * (HEAD + TAIL)).map(|_| byte()).collect();
     // thresholds at the PASS quantile of the first list's distances
     let thrs: Vec<f32> = (0..nq)
@@ -117,6 +129,25 @@ fn main() {
             &atterms[r],
         )
     };
+    // The arena again, 16 bytes past a 64-byte boundary (where malloc may put a list's Vec):
+    // every 64-byte row then straddles two cache lines.
+    let shifted = |v: &[u8]| -> (Vec<u8>, usize) {
+        let mut b = vec![0u8; v.len() + 128];
+        let at = (64 - (b.as_ptr() as usize % 64)) % 64 + 16;
+        b[at..at + v.len()].copy_from_slice(v);
+        (b, at)
+    };
+    let (mh, mho) = shifted(&ah);
+    let (mt, mto) = shifted(&at);
+    let misaligned = |l: usize| {
+        let r = l * LIST..(l + 1) * LIST;
+        (
+            &mh[mho + r.start * HEAD..mho + r.end * HEAD],
+            &aterms[r.clone()],
+            &mt[mto + r.start * TAIL..mto + r.end * TAIL],
+            &atterms[r],
+        )
+    };
     let mut kept = 0;
     let only = std::env::var("ONLY").unwrap_or_default();
     if only == "hot" {
@@ -126,7 +157,21 @@ fn main() {
         return;
     }
     kept += run("hot (8 lists again and again)", &slice, &hot, &qs, &thrs);
+    kept += run(
+        "hot, rows across cache lines",
+        &misaligned,
+        &hot,
+        &qs,
+        &thrs,
+    );
     kept += run("arena, lists in address order", &slice, &all, &qs, &thrs);
+    kept += run(
+        "arena, rows across cache lines",
+        &misaligned,
+        &all,
+        &qs,
+        &thrs,
+    );
     let own = |l: usize| {
         (
             &sep.heads[l][..],
