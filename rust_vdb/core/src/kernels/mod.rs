@@ -706,17 +706,20 @@ pub fn prefetch<T>(data: &[T]) {
         if bytes == 0 {
             return;
         }
-        let p = data.as_ptr() as *const i8;
-        let mut off = 0;
-        while off < bytes {
-            // SAFETY: a prefetch neither faults nor writes; the address lies inside `data`, and
-            // SSE (which has prefetcht0) is part of the x86_64 baseline.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
-            off += 64;
+        // One prefetch per cache line `data` touches: its first byte, then each later line's
+        // start (a small `data`, such as one id, costs one instruction).
+        let (start, last) = (data.as_ptr() as usize, data.as_ptr() as usize + bytes - 1);
+        let mut at = start;
+        loop {
+            // SAFETY: a prefetch neither faults nor writes; `at` lies inside `data` (start, or
+            // a line start at most `last`), and SSE (which has prefetcht0) is part of the
+            // x86_64 baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(at as *const i8) };
+            at = (at & !63) + 64;
+            if at > last {
+                break;
+            }
         }
-        // the last line, when `data` does not start on a line boundary
-        // SAFETY: as above; `bytes - 1` is inside `data`.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(bytes - 1)) };
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = data;
