@@ -2,7 +2,7 @@
 //! codes keeping the best `rerank` candidates, or f16 / f32 vectors keeping the best k), into
 //! one heap per query. A single query may split its lists across threads.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::search::Scratch;
 use super::{Ids, IvfIndex, SearchParams, Storage};
@@ -112,6 +112,7 @@ impl IvfIndex {
         stats.codes_scanned += planned as u64;
         stats.bytes_scanned += (planned * self.row_bytes()) as u64;
         s.tails.read = 0;
+        s.tails.terms_read = 0;
         if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 && pool::may_share() {
             let read = AtomicU64::new(0);
             let parts = self.scan_split(kern, s, split, &read);
@@ -148,12 +149,19 @@ impl IvfIndex {
         }
         let tail = self.dim - self.head_dims();
         stats.tails_read += s.tails.read;
-        stats.bytes_scanned += s.tails.read * (tail as u64 + 4);
+        stats.bytes_scanned += s.tails.read * tail as u64 + s.tails.terms_read * 4;
     }
 
     /// One query, several threads: each scans a share of its lists into a heap of its own;
     /// the union's best are the same hits a single heap keeps (hits are ordered by score,
     /// then id). Returns each run's hits.
+    ///
+    /// The caller takes lists from the front of the probes (nearest first), the helpers from
+    /// the back (`Claims`), so each run's lists follow one another in its own order and its
+    /// prefetch cursor runs across their boundaries; a helper that wakes late takes fewer.
+    /// The u8 l2 runs share their heaps' thresholds (`SharedBound`): a row above any run's
+    /// k-th best cannot be among the union's k best, so the helper's far lists are cut by
+    /// the caller's near ones.
     fn scan_split(
         &self,
         kern: &Kernels,
@@ -164,34 +172,54 @@ impl IvfIndex {
         let qv = QueryView::of(self.dim, &s.qblock, &s.qsplit, &s.qscaled, &s.bias, 0);
         let cap = s.heaps[0].k();
         let probes = &s.probes;
-        // Each run takes the next unscanned list: a helper that wakes late takes fewer.
-        let next = AtomicUsize::new(0);
+        let claims = Claims::new(probes.len());
+        let bound = SharedBound::new();
+        let caller = std::thread::current().id();
         let l2u8 = self.storage == Storage::U8F16 && !self.metric.is_similarity();
         let work = || {
-            let mut heap = Reservoir::new(cap);
-            if l2u8 {
-                // each thread's own buffers, kept across calls (a search allocates nothing per query)
-                BUFS.with_borrow_mut(|bufs| {
-                    bufs.tails.read = 0;
-                    let take =
-                        || Some(next.fetch_add(1, Ordering::Relaxed)).filter(|&i| i < probes.len());
-                    self.scan_l2_u8_lists(kern, qv.qcode, probes, take, &mut heap, bufs);
-                    tails_read.fetch_add(bufs.tails.read, Ordering::Relaxed);
-                });
-            } else {
-                let (mut ubuf, mut pbuf, mut fbuf) = (vec![], vec![], vec![]);
-                let mut tails = Tails::default();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&visit) = probes.get(i) else { break };
-                    let li = (visit >> 32) as usize;
-                    let (u, p, f) = (&mut ubuf, &mut pbuf, &mut fbuf);
-                    self.scan_list(kern, li, &qv, &mut heap, u, p, f, &mut tails);
+            let front = std::thread::current().id() == caller;
+            let take = || claims.take(front);
+            // each thread's own buffers, kept across calls (a search allocates nothing per query)
+            BUFS.with_borrow_mut(|bufs| {
+                bufs.heap.reset(cap);
+                if l2u8 {
+                    bufs.scan.tails.read = 0;
+                    let order = if front {
+                        Order::Forward
+                    } else {
+                        Order::Backward
+                    };
+                    let (heap, scan) = (&mut bufs.heap, &mut bufs.scan);
+                    self.scan_l2_u8_lists(
+                        kern,
+                        qv.qcode,
+                        probes,
+                        take,
+                        order,
+                        Some(&bound),
+                        heap,
+                        scan,
+                    );
+                    tails_read.fetch_add(bufs.scan.tails.read, Ordering::Relaxed);
+                    bufs.scan.tails.read = 0;
+                } else {
+                    let SplitBufs {
+                        heap,
+                        ubuf,
+                        pbuf,
+                        fbuf,
+                        tails,
+                        ..
+                    } = &mut *bufs;
+                    while let Some(i) = take() {
+                        let li = (probes[i] >> 32) as usize;
+                        self.scan_list(kern, li, &qv, heap, ubuf, pbuf, fbuf, tails);
+                    }
                 }
-            }
-            let mut hits = Vec::new();
-            heap.drain_sorted(&mut hits);
-            hits
+                let mut hits = Vec::new();
+                bufs.heap.drain_sorted(&mut hits);
+                hits
+            })
         };
         pool::run_shared(split - 1, &work)
     }
@@ -204,44 +232,63 @@ impl IvfIndex {
             i += 1;
             Some(i - 1).filter(|&i| i < s.probes.len())
         };
-        self.scan_l2_u8_lists(kern, qcode, &s.probes, take, &mut s.heaps[0], &mut s.scan);
+        let (heap, scan) = (&mut s.heaps[0], &mut s.scan);
+        self.scan_l2_u8_lists(
+            kern,
+            qcode,
+            &s.probes,
+            take,
+            Order::Forward,
+            None,
+            heap,
+            scan,
+        );
         s.tails.read += s.scan.tails.read;
         s.scan.tails.read = 0;
     }
 
-    /// Scans the lists of the probes `take` hands out (indexes into `probes`, increasing) for
+    /// Scans the lists of the probes `take` hands out (indexes into `probes`, in `order`) for
     /// one query (`qcode` its split codes) into `heap`: each list's heads `CHUNK_ROWS` rows at
     /// a time (`head_scan`), with a prefetch cursor `AHEAD_ROWS` rows ahead through the same
     /// lists in the same order, across list boundaries (a list starts at a random address:
     /// without the cursor the scan waits for its first lines; perf-single-round2.md),
     /// restarted where `take` skips probes (other threads took them); then the rows whose
-    /// heads passed, completed with their tails (`offer_rows`). Completing a list's tails
+    /// heads passed, completed with their tails (`offer_rows`). With `shared`, each list is
+    /// cut by the lowest threshold any run sharing the query has published, and this run's
+    /// own is published at each list's start. Completing a list's tails
     /// only after the next list's heads (so their prefetches land meanwhile) measured the same
     /// (1.24x / 1.26x at one thread, 1.15x / 1.12x at two; perf-split-codes.md), so it does not.
+    #[allow(clippy::too_many_arguments)]
     fn scan_l2_u8_lists(
         &self,
         kern: &Kernels,
         qcode: &[u8],
         probes: &[u64],
         mut take: impl FnMut() -> Option<usize>,
+        order: Order,
+        shared: Option<&SharedBound>,
         heap: &mut Reservoir<u64>,
         bufs: &mut ScanBufs,
     ) {
         let h = self.head_dims();
         let (qhead, qtail) = qcode.split_at(h);
         let mut ahead: Option<Ahead> = None;
-        let mut last = usize::MAX;
+        let mut last = None;
         while let Some(i) = take() {
             let li = (probes[i] >> 32) as usize;
-            if ahead.is_none() || last.wrapping_add(1) != i {
-                ahead = Some(Ahead::at(&self.lists, probes, i, h));
+            if ahead.is_none() || last.and_then(|l| order.next(l)) != Some(i) {
+                ahead = Some(Ahead::at(&self.lists, probes, i, order, h));
             }
-            last = i;
+            last = Some(i);
             let cursor = ahead.as_mut().expect("set above");
-            let thr = heap.tightened();
-            let c = self.head_scan(kern, qhead, li, thr, &mut bufs.rows, cursor);
+            let own = heap.tightened();
+            let bound = match shared {
+                Some(b) => b.offer(own),
+                None => own,
+            };
+            let c = self.head_scan(kern, qhead, li, bound, &mut bufs.rows, cursor);
             let (pos, dist) = (&bufs.rows.0[..c], &bufs.rows.1[..c]);
-            self.offer_rows(kern, li, qtail, pos, dist, heap, &mut bufs.tails);
+            self.offer_rows(kern, li, qtail, pos, dist, bound, heap, &mut bufs.tails);
         }
     }
 
@@ -290,10 +337,11 @@ impl IvfIndex {
     }
 
     /// Offers rows `pos` of list `li`, whose head distances `dist` passed the threshold the
-    /// heap had when the list began, to `heap` in row order. Without a split (`qtail` empty)
+    /// heap had when the list began (or `bound`, if lower: see `SharedBound`), to `heap` in
+    /// row order. Without a split (`qtail` empty)
     /// those are the whole distances. With one, the rows still at or under the current
-    /// threshold get their tails' distances added first: their tails are prefetched, gathered
-    /// and scored in one kernel call. A row goes in exactly when its whole distance passes
+    /// threshold get their tails' distances added first: their tails are prefetched, then
+    /// scored in place. A row goes in exactly when its whole distance passes
     /// the threshold at its turn, as if whole codes had been scored.
     #[allow(clippy::too_many_arguments)]
     fn offer_rows(
@@ -303,18 +351,19 @@ impl IvfIndex {
         qtail: &[u8],
         pos: &[u32],
         dist: &[u32],
+        bound: f32,
         heap: &mut Reservoir<u64>,
         tails: &mut Tails,
     ) {
         let list = &self.lists[li];
         let loc = (li as u64) << 32;
-        let mut thr = heap.threshold();
+        let mut thr = heap.threshold().min(bound);
         if qtail.is_empty() {
             for (&j, &d) in pos.iter().zip(dist) {
                 let sc = d as f32;
                 if sc <= thr {
                     heap.push(sc, list.ids.get(j as usize), loc | j as u64);
-                    thr = heap.threshold();
+                    thr = heap.threshold().min(bound);
                 }
             }
             return;
@@ -333,25 +382,29 @@ impl IvfIndex {
         if c == 0 {
             return;
         }
-        tails.codes.clear();
-        tails.terms.clear();
-        for &j in &tails.rows {
+        // The tails' distances straight from their codes, in place: their l2 terms
+        // (`tail_terms`, for the batch tiles) would be one more scattered cache line per row,
+        // and gathering the rows for a batch kernel one more copy.
+        tails.out.clear();
+        tails.out.extend(tails.rows.iter().map(|&j| {
             let j = j as usize;
-            tails
-                .codes
-                .extend_from_slice(&list.tail[j * t..(j + 1) * t]);
-            tails.terms.push(list.tail_terms[j]);
-        }
-        tails.out.resize(c, 0);
-        (kern.l2_u8_batch_pre)(qtail, &tails.codes, &tails.terms, &mut tails.out[..c]);
+            (kern.l2_u8)(qtail, &list.tail[j * t..(j + 1) * t])
+        }));
         tails.read += c as u64;
+        // The ids of the rows that will go in, asked for before any is read (each would
+        // otherwise wait a DRAM latency on its own).
+        for (&j, (&hd, &td)) in tails.rows.iter().zip(tails.head.iter().zip(&tails.out)) {
+            if hd.wrapping_add(td) as f32 <= thr {
+                list.ids.prefetch(j as usize);
+            }
+        }
         for i in 0..c {
             // head + tail: the whole code's distance (both exact, so is their sum)
             let sc = tails.head[i].wrapping_add(tails.out[i]) as f32;
             if sc <= thr {
                 let j = tails.rows[i];
                 heap.push(sc, list.ids.get(j as usize), loc | j as u64);
-                thr = heap.threshold();
+                thr = heap.threshold().min(bound);
             }
         }
     }
@@ -473,11 +526,10 @@ impl IvfIndex {
                     thrs[j] = s.heaps[qi].threshold().min(s.bounds[qi]);
                 }
                 let mut counts = [0u32; TILE_QUERIES];
-                s.tails.read += if list.tail.is_empty() {
-                    0
-                } else {
-                    (n * nq) as u64
-                };
+                if !list.tail.is_empty() {
+                    s.tails.read += (n * nq) as u64;
+                    s.tails.terms_read += (n * nq) as u64;
+                }
                 (kern.l2_u8_tile_below)(
                     &s.qtile[..nq * dim],
                     &list.codes,
@@ -586,14 +638,104 @@ impl IvfIndex {
         let (qhead, qtail) = qcode.split_at(self.head_dims());
         let thr = heap.threshold();
         let c = (kern.l2_u8_batch_pre_below)(qhead, &list.codes, &list.terms, thr, pos, dist);
-        self.offer_rows(kern, li, qtail, &pos[..c], &dist[..c], heap, tails);
+        self.offer_rows(
+            kern,
+            li,
+            qtail,
+            &pos[..c],
+            &dist[..c],
+            f32::INFINITY,
+            heap,
+            tails,
+        );
     }
 }
 
 thread_local! {
-    /// The scan buffers of a thread sharing one query's lists (`scan_split`), kept across
+    /// The heap and buffers of a thread sharing one query's lists (`scan_split`), kept across
     /// calls: growing fresh ones in every call made two threads 0.8x the speed of one.
-    static BUFS: std::cell::RefCell<ScanBufs> = std::cell::RefCell::new(ScanBufs::default());
+    static BUFS: std::cell::RefCell<SplitBufs> = std::cell::RefCell::new(SplitBufs::default());
+}
+
+/// A run's heap and buffers in `scan_split`.
+#[derive(Default)]
+struct SplitBufs {
+    heap: Reservoir<u64>,
+    scan: ScanBufs,
+    ubuf: Vec<u32>,
+    pbuf: Vec<u32>,
+    fbuf: Vec<f32>,
+    tails: Tails,
+}
+
+/// The probes of one query not yet claimed by a run of `scan_split`: `front..back`, packed in
+/// one atomic word (front in the high half) so that a claim from either end is one
+/// compare-and-swap and no probe is claimed twice.
+struct Claims(AtomicU64);
+
+impl Claims {
+    fn new(n: usize) -> Self {
+        Claims(AtomicU64::new(n as u64))
+    }
+
+    /// The next unclaimed probe from the front (the nearest left) or from the back.
+    fn take(&self, front: bool) -> Option<usize> {
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            let (f, b) = (cur >> 32, cur & 0xFFFF_FFFF);
+            if f >= b {
+                return None;
+            }
+            let (next, got) = if front {
+                (((f + 1) << 32) | b, f)
+            } else {
+                ((f << 32) | (b - 1), b - 1)
+            };
+            match self
+                .0
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return Some(got as usize),
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+}
+
+/// The lowest k-th best score any run of `scan_split` has published: a row scoring above it
+/// cannot be among the union's k best (that run already holds k better or equal hits), so
+/// every run may skip it. u8 l2 distances are non-negative, so their f32 bits order as they
+/// do and the minimum is one `fetch_min`.
+struct SharedBound(AtomicU32);
+
+impl SharedBound {
+    fn new() -> Self {
+        SharedBound(AtomicU32::new(f32::INFINITY.to_bits()))
+    }
+
+    /// Publishes a run's own threshold `own` (>= 0) and returns the lowest published.
+    fn offer(&self, own: f32) -> f32 {
+        let bits = own.to_bits();
+        let seen = self.0.fetch_min(bits, Ordering::Relaxed);
+        f32::from_bits(seen.min(bits))
+    }
+}
+
+/// The order in which a run of one query's scan takes its probes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    Forward,
+    Backward,
+}
+
+impl Order {
+    /// The probe after `i` in this order.
+    fn next(self, i: usize) -> Option<usize> {
+        match self {
+            Order::Forward => i.checked_add(1),
+            Order::Backward => i.checked_sub(1),
+        }
+    }
 }
 
 /// Buffers of `IvfIndex::scan_l2_u8_lists`: the passing rows (positions, head distances) of
@@ -605,16 +747,15 @@ pub(crate) struct ScanBufs {
 }
 
 /// Buffers of `IvfIndex::offer_rows`: the rows whose tails it completes, their head
-/// distances, tails and tail terms gathered, the tails' distances; and how many tails the
-/// current search read.
+/// distances and the tails' distances; and how many tails the current search read.
 #[derive(Default)]
 pub(crate) struct Tails {
     rows: Vec<u32>,
     head: Vec<u32>,
-    codes: Vec<u8>,
-    terms: Vec<i32>,
     out: Vec<u32>,
     pub read: u64,
+    /// How many of those tails' l2 terms were read as well (the batch tiles read them).
+    pub terms_read: u64,
 }
 
 /// One query as the list scan needs it: the (normalised) f32 query, and for u8 codes its
@@ -659,23 +800,32 @@ fn push_all(heap: &mut Reservoir<u64>, scores: &[f32], ids: &Ids, loc: u64, nega
 }
 
 /// A prefetch cursor over the u8 codes and l2 terms of a query's probed lists, in visiting
-/// order: `advance` hints the lines of the next rows after it to the cache.
+/// order (`Order`: the probes forward or backward, each list's rows forward): `advance`
+/// hints the lines of the next rows after it to the cache.
 struct Ahead<'a> {
     lists: &'a [super::InvList],
     probes: &'a [u64],
-    /// The next row to prefetch: row `row` of the list of `probes[p]`.
-    p: usize,
+    order: Order,
+    /// The next row to prefetch: row `row` of the list of `probes[p]` (None: past the last).
+    p: Option<usize>,
     row: usize,
     dim: usize,
 }
 
 impl<'a> Ahead<'a> {
     /// A cursor at the start of `probes[p]`, already `AHEAD_ROWS` rows ahead of it.
-    fn at(lists: &'a [super::InvList], probes: &'a [u64], p: usize, dim: usize) -> Self {
+    fn at(
+        lists: &'a [super::InvList],
+        probes: &'a [u64],
+        p: usize,
+        order: Order,
+        dim: usize,
+    ) -> Self {
         let mut a = Ahead {
             lists,
             probes,
-            p,
+            order,
+            p: Some(p),
             row: 0,
             dim,
         };
@@ -685,8 +835,11 @@ impl<'a> Ahead<'a> {
 
     /// Prefetches the next `rows` rows after the cursor, crossing into the following lists.
     fn advance(&mut self, mut rows: usize) {
-        while rows > 0 && self.p < self.probes.len() {
-            let list = &self.lists[(self.probes[self.p] >> 32) as usize];
+        while rows > 0 {
+            let Some(&probe) = self.p.and_then(|p| self.probes.get(p)) else {
+                return;
+            };
+            let list = &self.lists[(probe >> 32) as usize];
             let n = list.len();
             let take = rows.min(n - self.row);
             if take > 0 {
@@ -697,9 +850,54 @@ impl<'a> Ahead<'a> {
             self.row += take;
             rows -= take;
             if self.row >= n {
-                self.p += 1;
+                self.p = self.p.and_then(|p| self.order.next(p));
                 self.row = 0;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Claims, Order, SharedBound};
+
+    #[test]
+    fn claims_from_both_ends_hand_out_every_probe_once() {
+        for n in [0usize, 1, 2, 7, 500] {
+            let claims = Claims::new(n);
+            let (mut front, mut back) = (vec![], vec![]);
+            std::thread::scope(|sc| {
+                let f = sc.spawn(|| std::iter::from_fn(|| claims.take(true)).collect::<Vec<_>>());
+                let b = sc.spawn(|| std::iter::from_fn(|| claims.take(false)).collect::<Vec<_>>());
+                front = f.join().unwrap();
+                back = b.join().unwrap();
+            });
+            // Each end's claims come in its own order: ascending from the front, descending
+            // from the back, and together they are every probe exactly once.
+            assert!(front.windows(2).all(|w| w[1] == w[0] + 1), "{front:?}");
+            assert!(back.windows(2).all(|w| w[1] + 1 == w[0]), "{back:?}");
+            let mut all: Vec<usize> = front.iter().chain(&back).copied().collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..n).collect::<Vec<_>>());
+            assert_eq!(claims.take(true), None);
+            assert_eq!(claims.take(false), None);
+        }
+    }
+
+    #[test]
+    fn shared_bound_is_the_lowest_threshold_offered() {
+        let b = SharedBound::new();
+        assert_eq!(b.offer(f32::INFINITY), f32::INFINITY);
+        assert_eq!(b.offer(900.0), 900.0);
+        assert_eq!(b.offer(1200.0), 900.0);
+        assert_eq!(b.offer(0.0), 0.0);
+        assert_eq!(b.offer(5.0), 0.0);
+    }
+
+    #[test]
+    fn orders_step_through_the_probes() {
+        assert_eq!(Order::Forward.next(3), Some(4));
+        assert_eq!(Order::Backward.next(3), Some(2));
+        assert_eq!(Order::Backward.next(0), None);
     }
 }
