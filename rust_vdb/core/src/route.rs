@@ -570,6 +570,12 @@ impl SuperRouting {
         let keep = keep.min(b.keys.len());
         keep_smallest(&mut b.keys, keep, &mut b.tmp);
         order.clear();
+        // The kept candidates' f16 rows, asked for before the first is scored (each would
+        // otherwise wait on its own).
+        for &k in &b.keys {
+            let p = k as u32 as usize;
+            crate::kernels::prefetch(&self.cent_f16[p * dim..(p + 1) * dim]);
+        }
         order.extend(b.keys.iter().map(|&k| {
             let p = k as u32 as usize;
             let d = (kern.dot_f32_f16)(q, &self.cent_f16[p * dim..(p + 1) * dim]);
