@@ -93,6 +93,26 @@ def test_a_single_query_shared_between_threads_equals_one_thread(index_and_queri
     assert shared > 0, "a helper thread never joined a single-query scan"
 
 
+@pytest.mark.parametrize("storage, metric", [("u8+f16", "cosine"), ("f16", "l2"), ("f32", "ip")])
+def test_a_shared_single_query_equals_one_thread_for_every_storage_and_metric(storage, metric):
+    # The runs of a shared query claim lists from both ends; only u8 l2 shares thresholds,
+    # the others keep a heap each: either way the union's k best are one thread's.
+    base, queries = synth_float(12_000, 200, dim=32, seed=5)
+    idx = vb.IvfIndex(32, storage=storage, metric=metric, seed=2)
+    idx.train(base)
+    idx.add(base)
+    shared = 0
+    for r in range(queries.shape[0]):
+        d1, i1 = idx.search(queries[r:r + 1], k=10, nprobe=idx.nlist // 2, threads=1)
+        d2, i2 = idx.search(queries[r:r + 1], k=10, nprobe=idx.nlist // 2, threads=2)
+        shared += idx.last_search_stats()["threads"] == 2
+        np.testing.assert_array_equal(i1, i2)
+        np.testing.assert_array_equal(d1, d2)
+        if r >= 30 and shared >= 5:
+            break
+    assert shared > 0, "a helper thread never joined a single-query scan"
+
+
 def test_single_query_calls_equal_batch_rows(index_and_queries):
     idx, queries = index_and_queries
     d, i = idx.search(queries[:50], k=10, nprobe=8)

@@ -675,6 +675,11 @@ struct Claims(AtomicU64);
 
 impl Claims {
     fn new(n: usize) -> Self {
+        // probes are at most nlist, and lists are numbered in u32
+        assert!(
+            n <= u32::MAX as usize,
+            "{n} probes do not fit the packed claims"
+        );
         Claims(AtomicU64::new(n as u64))
     }
 
