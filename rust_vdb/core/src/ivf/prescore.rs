@@ -340,8 +340,8 @@ impl IvfIndex {
     /// heap had when the list began (or `bound`, if lower: see `SharedBound`), to `heap` in
     /// row order. Without a split (`qtail` empty)
     /// those are the whole distances. With one, the rows still at or under the current
-    /// threshold get their tails' distances added first: their tails are prefetched, then
-    /// scored in place. A row goes in exactly when its whole distance passes
+    /// threshold get their tails' distances added first, scored in place (the callers have
+    /// prefetched the tails of `pos`). A row goes in exactly when its whole distance passes
     /// the threshold at its turn, as if whole codes had been scored.
     #[allow(clippy::too_many_arguments)]
     fn offer_rows(
@@ -375,34 +375,34 @@ impl IvfIndex {
             if d as f32 <= thr {
                 tails.rows.push(j);
                 tails.head.push(d);
-                crate::kernels::prefetch(&list.tail[j as usize * t..(j as usize + 1) * t]);
             }
         }
         let c = tails.rows.len();
         if c == 0 {
             return;
         }
-        // The tails' distances straight from their codes, in place: their l2 terms
-        // (`tail_terms`, for the batch tiles) would be one more scattered cache line per row,
-        // and gathering the rows for a batch kernel one more copy.
+        // The whole distances: head + tail (both exact, so is their sum), the tail's straight
+        // from its codes (prefetched by `head_scan`), in place: its l2 term (`tail_terms`, for
+        // the batch tiles) would be one more scattered cache line per row, and gathering the
+        // rows for a batch kernel one more copy.
         tails.out.clear();
-        tails.out.extend(tails.rows.iter().map(|&j| {
-            let j = j as usize;
-            (kern.l2_u8)(qtail, &list.tail[j * t..(j + 1) * t])
-        }));
+        tails
+            .out
+            .extend(tails.rows.iter().zip(&tails.head).map(|(&j, &hd)| {
+                let j = j as usize;
+                hd.wrapping_add((kern.l2_u8)(qtail, &list.tail[j * t..(j + 1) * t]))
+            }));
         tails.read += c as u64;
         // The ids of the rows that will go in, asked for before any is read (each would
         // otherwise wait a DRAM latency on its own).
-        for (&j, (&hd, &td)) in tails.rows.iter().zip(tails.head.iter().zip(&tails.out)) {
-            if hd.wrapping_add(td) as f32 <= thr {
+        for (&j, &d) in tails.rows.iter().zip(&tails.out) {
+            if d as f32 <= thr {
                 list.ids.prefetch(j as usize);
             }
         }
-        for i in 0..c {
-            // head + tail: the whole code's distance (both exact, so is their sum)
-            let sc = tails.head[i].wrapping_add(tails.out[i]) as f32;
+        for (&j, &d) in tails.rows.iter().zip(&tails.out) {
+            let sc = d as f32;
             if sc <= thr {
-                let j = tails.rows[i];
                 heap.push(sc, list.ids.get(j as usize), loc | j as u64);
                 thr = heap.threshold().min(bound);
             }
@@ -638,6 +638,12 @@ impl IvfIndex {
         let (qhead, qtail) = qcode.split_at(self.head_dims());
         let thr = heap.threshold();
         let c = (kern.l2_u8_batch_pre_below)(qhead, &list.codes, &list.terms, thr, pos, dist);
+        let t = qtail.len();
+        if t > 0 {
+            for &j in &pos[..c] {
+                crate::kernels::prefetch(&list.tail[j as usize * t..(j as usize + 1) * t]);
+            }
+        }
         self.offer_rows(
             kern,
             li,
