@@ -74,23 +74,28 @@ def test_concurrent_searches_agree_with_serial(index_and_queries):
         np.testing.assert_array_equal(d0, d1)
 
 
-def test_a_single_query_shared_between_threads_equals_one_thread(index_and_queries):
-    idx, queries = index_and_queries
+def assert_shared_queries_equal_one_thread(idx, queries, nprobes, min_rows):
+    """Each query one per call at one thread and at two, for every nprobe: the same ids and
+    distances. A helper joins only if it wakes before the caller is done (tens of µs on a
+    small, cached index), so queries run past `min_rows` until five were shared."""
     shared = 0
-    # nprobe 64 / 400 of ~566 lists: ~2,300 / ~14,000 vectors, over the sharing threshold. A
-    # helper joins only if it wakes before the caller is done (tens of µs on a small, cached
-    # index), so the wide scans give it time, and more queries run until one was shared.
     for r in range(queries.shape[0]):
-        for nprobe in (64, 400):
+        for nprobe in nprobes:
             d1, i1 = idx.search(queries[r:r + 1], k=10, nprobe=nprobe, threads=1)
             assert idx.last_search_stats()["threads"] == 1
             d2, i2 = idx.search(queries[r:r + 1], k=10, nprobe=nprobe, threads=2)
             shared += idx.last_search_stats()["threads"] == 2
             np.testing.assert_array_equal(i1, i2)
             np.testing.assert_array_equal(d1, d2)
-        if r >= 60 and shared >= 5:
+        if r >= min_rows and shared >= 5:
             break
     assert shared > 0, "a helper thread never joined a single-query scan"
+
+
+def test_a_single_query_shared_between_threads_equals_one_thread(index_and_queries):
+    idx, queries = index_and_queries
+    # nprobe 64 / 400 of ~566 lists: ~2,300 / ~14,000 vectors, over the sharing threshold.
+    assert_shared_queries_equal_one_thread(idx, queries, (64, 400), min_rows=60)
 
 
 @pytest.mark.parametrize("storage, metric", [("u8+f16", "cosine"), ("f16", "l2"), ("f32", "ip")])
@@ -101,16 +106,7 @@ def test_a_shared_single_query_equals_one_thread_for_every_storage_and_metric(st
     idx = vb.IvfIndex(32, storage=storage, metric=metric, seed=2)
     idx.train(base)
     idx.add(base)
-    shared = 0
-    for r in range(queries.shape[0]):
-        d1, i1 = idx.search(queries[r:r + 1], k=10, nprobe=idx.nlist // 2, threads=1)
-        d2, i2 = idx.search(queries[r:r + 1], k=10, nprobe=idx.nlist // 2, threads=2)
-        shared += idx.last_search_stats()["threads"] == 2
-        np.testing.assert_array_equal(i1, i2)
-        np.testing.assert_array_equal(d1, d2)
-        if r >= 30 and shared >= 5:
-            break
-    assert shared > 0, "a helper thread never joined a single-query scan"
+    assert_shared_queries_equal_one_thread(idx, queries, (idx.nlist // 2,), min_rows=30)
 
 
 def test_single_query_calls_equal_batch_rows(index_and_queries):
