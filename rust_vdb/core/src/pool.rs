@@ -252,8 +252,8 @@ pub fn may_share() -> bool {
 
 /// Runs `work` on the calling thread and, at once, on up to `helpers` helper threads (fewer
 /// when other callers hold them, none on a single core), and returns what each run returned
-/// (the caller's first). `work` should pull its items from a shared counter, so any run may
-/// take any item.
+/// (the caller's first). `work` should pull its items from shared claims (a counter, or both
+/// ends of a range), so any run may take any item.
 ///
 /// The caller never waits for a helper to start: a helper that has not started by the time
 /// the caller's own run returns is abandoned and never calls `work`. The helpers spin for

@@ -201,7 +201,6 @@ impl IvfIndex {
                         scan,
                     );
                     tails_read.fetch_add(bufs.scan.tails.read, Ordering::Relaxed);
-                    bufs.scan.tails.read = 0;
                 } else {
                     let SplitBufs {
                         heap,
@@ -255,9 +254,9 @@ impl IvfIndex {
     /// restarted where `take` skips probes (other threads took them); then the rows whose
     /// heads passed, completed with their tails (`offer_rows`). With `shared`, each list is
     /// cut by the lowest threshold any run sharing the query has published, and this run's
-    /// own is published at each list's start. Completing a list's tails
-    /// only after the next list's heads (so their prefetches land meanwhile) measured the same
-    /// (1.24x / 1.26x at one thread, 1.15x / 1.12x at two; perf-split-codes.md), so it does not.
+    /// own is published at each list's start. Completing a list's tails only after the next
+    /// list's heads (so their prefetches land meanwhile) measured the same (1.24x / 1.26x at
+    /// one thread, 1.15x / 1.12x at two; perf-split-codes.md), so it does not.
     #[allow(clippy::too_many_arguments)]
     fn scan_l2_u8_lists(
         &self,
@@ -338,11 +337,11 @@ impl IvfIndex {
 
     /// Offers rows `pos` of list `li`, whose head distances `dist` passed the threshold the
     /// heap had when the list began (or `bound`, if lower: see `SharedBound`), to `heap` in
-    /// row order. Without a split (`qtail` empty)
-    /// those are the whole distances. With one, the rows still at or under the current
-    /// threshold get their tails' distances added first, scored in place (the callers have
-    /// prefetched the tails of `pos`). A row goes in exactly when its whole distance passes
-    /// the threshold at its turn, as if whole codes had been scored.
+    /// row order. Without a split (`qtail` empty) those are the whole distances. With one,
+    /// the rows still at or under the current threshold get their tails' distances added
+    /// first, scored in place (the callers have prefetched the tails of `pos`). A row goes in
+    /// exactly when its whole distance passes the threshold at its turn, as if whole codes
+    /// had been scored.
     #[allow(clippy::too_many_arguments)]
     fn offer_rows(
         &self,
@@ -733,7 +732,7 @@ impl SharedBound {
 }
 
 /// The order in which a run of one query's scan takes its probes.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Order {
     Forward,
     Backward,
