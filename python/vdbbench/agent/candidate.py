@@ -39,13 +39,15 @@ def _encode(header: dict, arrays: dict) -> bytes:
 class CandidateProcess:
     """One loaded build in its own process group, under a deadline and an address-space cap."""
 
-    def __init__(self, library: Path, card: TaskCard, log_path: Path, deadline: float):
+    def __init__(self, library: Path, card: TaskCard, log_path: Path, deadline: float, env: dict | None = None):
         self.card = card
         self.deadline = deadline
         self.log_path = log_path
         mem = card.limits.memory_mb * 1024 * 1024
         threads = str(card.objective.threads)
+        extra = dict(env or {})  # e.g. VDBBENCH_SIMD for a transfer target's SIMD level
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "VDBBENCH_AGENT"))}
+        env.update(extra)
         env.update(RAYON_NUM_THREADS=threads, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS="1",
                    MKL_NUM_THREADS="1", RUST_BACKTRACE="0")
 

@@ -89,18 +89,21 @@ class Evaluator:
     `max_pairs`); elsewhere their number is fixed. The timing holds the node's timing lock.
     """
 
-    def __init__(self, card: TaskCard, data: EvalData, run_dir: Path):
+    def __init__(self, card: TaskCard, data: EvalData, run_dir: Path, env: dict | None = None):
         self.card = card
         self.data = data
+        self.env = dict(env or {})  # extra environment of every process it runs (a transfer target's VDBBENCH_SIMD)
         self.logs = run_dir / "eval-logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self._n = 0
         self.spawned: list[int] = []  # pids of every candidate process, so tests can check none survived
         self._kept: tuple[tuple, CandidateProcess] | None = None  # the best's process, with its library's identity
+        self.transfer = None  # the card's transfer targets with their data (vdbbench.agent.transfer.Targets), once needed
+        self.transfer_start: dict = {}  # the start version's recall on each transfer target, once measured
 
     def _spawn(self, library: Path, tag: str, deadline: float) -> CandidateProcess:
         self._n += 1
-        proc = CandidateProcess(library, self.card, self.logs / f"{self._n:05d}-{tag}.log", deadline)
+        proc = CandidateProcess(library, self.card, self.logs / f"{self._n:05d}-{tag}.log", deadline, env=self.env)
         self.spawned.append(proc.proc.pid)
         return proc
 
@@ -239,6 +242,81 @@ class Evaluator:
                           pairs=len(log_ratios), log_ratios=log_ratios or None, spread=spread, cache_ratio=cache,
                           stopped=stopped, fresh=fresh_metrics, repeat_seconds=seconds, lock_wait_s=wait,
                           dataset=self.data.dataset)
+
+    def recall_of(self, library: Path, tag: str = "candidate") -> dict:
+        """recall@10 of one build at the engine's defaults on the held-out split: one untimed pass
+        per slice, in a process of its own. {"recall10"} or {"failure": text}."""
+        data: Split = self.data.heldout
+        k = self.card.objective.k
+        ids = np.full((data.queries.shape[0], k), -1, dtype=np.int64)
+        covered = np.zeros(data.queries.shape[0], dtype=bool)
+        proc = self._spawn(library, tag, time.monotonic() + self.card.limits.eval_timeout_s)
+        try:
+            proc.load(self.data.base)
+            for r, sl in enumerate(self.slices("heldout")):
+                proc.deadline = time.monotonic() + self.card.limits.eval_timeout_s
+                first, _, _, _ = proc.repeat(np.ascontiguousarray(data.queries[sl]), _seed("heldout", r), 0.0)
+                ids[sl] = first
+                covered[sl] = True
+        except WorkerDied as exc:
+            return {"failure": exc.text}
+        finally:
+            proc.close()
+        return {"recall10": self._recall(ids, covered, data)}
+
+    def interleaved(self, libs: dict[str, Path], split: str, seconds: float,
+                    more: Callable[[int, dict], bool], max_rounds: int = 1000) -> dict:
+        """Any number of builds loaded side by side, timed in rounds on `split`: in each round
+        every build gets one repeat of at least `seconds` on the judged clock, all of them taking
+        turns in chunks (ABC, CBA, ...), and the round's ratio of two builds is the median over
+        their chunk pairs (paired_log_ratio). Rounds go on (past one per slice) while `more(rounds
+        done, ratios)` says so. Returns {"logs": {name: [ln QPS per round]}, "ratios":
+        {(a, b): [ln(a/b) per round]}, "recall": {name: recall@10 of the first pass over each
+        slice}, "rounds", "failures": {name: text}}. Used by the final measurement; nothing here
+        is kept alive afterwards."""
+        data: Split = getattr(self.data, split)
+        slices = self.slices(split)
+        names = list(libs)
+        procs: dict = {}
+        failures: dict[str, Failure] = {}
+        k = self.card.objective.k
+        ids = {n: np.full((data.queries.shape[0], k), -1, dtype=np.int64) for n in names}
+        covered = np.zeros(data.queries.shape[0], dtype=bool)
+        logs: dict[str, list[float]] = {n: [] for n in names}
+        ratios: dict[tuple, list[float]] = {(a, b): [] for i, a in enumerate(names) for b in names[i + 1:]}
+        rounds = 0
+        try:
+            for n in names:
+                procs[n] = self._spawn(libs[n], n, time.monotonic() + self.card.limits.eval_timeout_s)
+                try:
+                    procs[n].load(self.data.base)
+                except WorkerDied as exc:
+                    failures[n] = Failure(exc.outcome, f"while building the index: {exc.text}")
+            with timing_lock():
+                while not failures and rounds < max_rounds and (rounds < len(slices) or more(rounds, ratios)):
+                    sl = slices[rounds % len(slices)]
+                    order = names if rounds % 2 == 0 else list(reversed(names))
+                    got = self._repeat_pair(procs, order, np.ascontiguousarray(data.queries[sl]), split, 500 + rounds,
+                                            seconds, False, failures)
+                    if failures:
+                        break
+                    if rounds < len(slices):
+                        for n in names:
+                            ids[n][sl] = got[n][0]
+                        covered[sl] = True
+                    for n in names:
+                        q = sum(c[0] for c in self._chunks[n])
+                        t = sum(c[1] for c in self._chunks[n])
+                        logs[n].append(math.log(q / t))
+                    for (a, b), lst in ratios.items():
+                        lst.append(paired_log_ratio(self._chunks[a], self._chunks[b]))
+                    rounds += 1
+        finally:
+            for p in procs.values():
+                p.close()
+        recall = {n: (self._recall(ids[n], covered, data) if n not in failures and covered.any() else None) for n in names}
+        return {"logs": logs, "ratios": ratios, "recall": recall, "rounds": rounds,
+                "failures": {n: f.text for n, f in failures.items()}}
 
     def _repeat_pair(self, procs: dict, order: list[str], queries: np.ndarray, split: str, r: int,
                      seconds: float, stats: bool, failures: dict) -> dict:

@@ -12,11 +12,11 @@ EVENT_TYPES = frozenset(
     {
         "session_start", "model_call", "assistant", "tool_call", "tool_result", "build", "tests",
         "evaluation", "decision", "note", "compaction", "review", "audit", "budget_stop", "error",
-        "session_end", "protocol", "reference",
+        "session_end", "protocol", "reference", "transfer", "final",
     }
 )
 # Events after which a crash must not lose anything: written with fsync.
-_DURABLE = frozenset({"decision", "audit", "budget_stop", "session_start", "session_end", "reference"})
+_DURABLE = frozenset({"decision", "audit", "budget_stop", "session_start", "session_end", "reference", "final"})
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from typing import Callable
 import numpy as np
 
 from vdbbench.agent import audit as audit_mod
+from vdbbench.agent import transfer
 from vdbbench.agent import workspace as wsp
 from vdbbench.agent.eval_report import EvalReport, Metrics
 from vdbbench.agent.evaluator import Evaluator
@@ -273,10 +274,36 @@ class Judge:
             wsp.unstage(self.ws)
             return Decision("flagged", f"the change measured as a gain ({measured}) but the audit flagged it: "
                                        + "; ".join(result.texts()), findings=result.texts(), **common)
+        run_dir = self.builds.parent
+        transfer.start_library(card, run_dir, self.ws, None)  # keeps the start's build while builds/best is it
+        off = self.check_transfer(lib, sha)
+        if off and not card.transfer.advisory:
+            wsp.unstage(self.ws)
+            texts = [transfer.finding_text(r) for r in off]
+            return Decision("flagged", f"the change measured as a gain on this card's data ({measured}) but its recall does "
+                                       "not hold on the transfer targets, where the engine must work too: " + "; ".join(texts),
+                            findings=texts, **common)
         wsp.adopt_commit(self.ws, sha)
         shutil.copy2(lib, self.best_lib)
         (self.builds / "best" / "COMMIT").write_text(sha)
         return Decision("accepted", measured, commit=sha, findings=result.texts(), **common)
+
+    def check_transfer(self, lib: Path, sha: str) -> list[dict]:
+        """Recall of a would-be best on the card's transfer targets (vdbbench.agent.transfer),
+        journaled as a `transfer` event; returns the targets where it does not hold."""
+        card = self.card
+        if not (card.transfer.datasets or card.transfer.simd):
+            return []
+        ev = self.evaluator
+        if getattr(ev, "transfer", None) is None:
+            ev.transfer = transfer.Targets(card, ev.data, self.builds.parent)
+            ev.transfer_start = {}
+        start = transfer.start_library(card, self.builds.parent, self.ws, None)
+        rows, ev.transfer_start = transfer.check(ev.transfer, lib, start, ev.transfer_start)
+        off = transfer.failing(rows)
+        self.emit("transfer", role="candidate", commit=sha, advisory=card.transfer.advisory, targets=rows,
+                  holds=not off)
+        return off
 
     def measured_text(self, report: EvalReport) -> str:
         """The verdict's figures: QPS, gain, pairs and spread, held-out and fresh recall, margin to the floor."""

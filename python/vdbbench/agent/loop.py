@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from vdbbench.agent import compaction, prompts, review, startup
+from vdbbench.agent import compaction, final, prompts, review, startup
 from vdbbench.agent import workspace as wsp
 from vdbbench.agent.budget import Budgets, PriceTable, exceeded, price_table
 from vdbbench.agent.eval_data import make_eval_data
@@ -224,6 +224,11 @@ class Session:
         self.messages.append({"role": "assistant", "content": reply.content or ""})
 
     def _end(self, reason: str) -> dict:
+        if reason != "interrupted" and self.evaluator is not None:
+            try:  # the session's result as a measurement: best vs start (and reference) on every target
+                final.of_session(self, reason)
+            except Exception as exc:  # noqa: BLE001 - the session still ends, and says why there is no figure
+                self.emit("error", where="final measurement", text=f"{type(exc).__name__}: {exc}")
         u = self.usage()
         event = self.emit("session_end", reason=reason,
                           best={"commit": self.best.commit, "qps": self.best.qps, "recall10": self.best.recall10},

@@ -137,6 +137,60 @@ class Reference:
 
 
 @dataclass
+class TransferDataset:
+    """One data set a new best must also hold its recall on, and the final measurement times.
+
+    `name` is a vdbbench.datasets name or a file path (`~` and `{data}`, the data cache, are
+    expanded). A registered name is read from the cache only: never downloaded, never replaced
+    by its generated replica, so a transfer target is real data or it is skipped (and reported).
+    Generated names take `seed` (another draw of the generator) and `n`."""
+
+    name: str
+    seed: int = 0
+    n: int = 0  # generated sets: the size (default: from the name)
+    queries: int = 1000  # queries of the check and of the final timing (the first `queries` of the file)
+    label: str = ""  # what reports call it (default: the name, a path's file name)
+
+    @property
+    def title(self) -> str:
+        if self.label:
+            return self.label
+        if "/" in self.name:
+            return self.name.rstrip("/").rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        return self.name + (f" (seed {self.seed})" if self.seed else "")
+
+
+@dataclass
+class Transfer:
+    """[transfer]: where else the session's result must hold (see vdbbench.agent.transfer).
+
+    datasets: other data (a real SIFT file, another replica generator or seed); simd: SIMD levels
+    the engine is run at through VDBBENCH_SIMD, on the card's own data. Every new best must keep
+    recall@10 at the engine's defaults >= the floor on each data set (or not below the start's,
+    where the start itself was under it), unless `advisory`, when a failure is reported only."""
+
+    datasets: list[TransferDataset] = field(default_factory=list)
+    simd: list[str] = field(default_factory=list)
+    advisory: bool = False
+
+
+@dataclass
+class Final:
+    """[final]: the measurement at the end of a session (vdbbench.agent.final): the best against
+    the start and the reference, paired and interleaved, on the card's data and every transfer
+    target, until each ratio's 95% interval is within +-`interval` or `max_seconds` per target."""
+
+    enabled: bool = True
+    interval: float = 0.02
+    max_seconds: float = 300.0
+    min_pairs: int = 5
+    repeat_seconds: float = 0.0  # each process's share of a pair; 0: the card's objective.repeat_seconds
+
+
+SIMD_LEVELS = ("scalar", "avx2", "avx512", "neon")
+
+
+@dataclass
 class TaskCard:
     name: str
     description: str
@@ -155,6 +209,8 @@ class TaskCard:
     hints: str = ""
     prompts: str = ""  # the card's own prompt templates folder (absolute); empty: the packaged ones
     reference: Reference = field(default_factory=Reference)
+    transfer: Transfer = field(default_factory=Transfer)
+    final: Final = field(default_factory=Final)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -216,6 +272,34 @@ def _section(data: dict, name: str, cls, required: bool, where: str):
         raise TaskError(f"{where}: [{name}]: {exc}") from None
 
 
+def _transfer(data: dict, where: str) -> Transfer:
+    """[transfer]: datasets as names/paths or tables ({name, seed, n, queries, label})."""
+    raw = data.get("transfer")
+    if raw is None:
+        return Transfer()
+    if not isinstance(raw, dict):
+        raise TaskError(f"{where}: [transfer] must be a table")
+    unknown = set(raw) - {"datasets", "simd", "advisory"}
+    if unknown:
+        raise TaskError(f"{where}: unknown key(s) in [transfer]: {', '.join(sorted(unknown))}; expected some of advisory, datasets, simd")
+    sets = []
+    for item in raw.get("datasets", []):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            raise TaskError(f"{where}: [transfer] datasets: each entry is a name, a path or a table with a name, got {item!r}")
+        known = set(TransferDataset.__dataclass_fields__)
+        if set(item) - known:
+            raise TaskError(f"{where}: [transfer] dataset {item['name']!r}: unknown key(s) {', '.join(sorted(set(item) - known))}; "
+                            f"expected some of {', '.join(sorted(known))}")
+        sets.append(TransferDataset(**item))
+    simd = list(raw.get("simd", []))
+    bad = [s for s in simd if s not in SIMD_LEVELS]
+    if bad:
+        raise TaskError(f"{where}: [transfer] simd {bad}: expected some of {', '.join(SIMD_LEVELS)} (VDBBENCH_SIMD levels)")
+    return Transfer(datasets=sets, simd=simd, advisory=bool(raw.get("advisory", False)))
+
+
 def parse_dataset_name(name: str) -> tuple[str, int] | None:
     """`synth-sift-20000` / `synth-float-100k` -> ("synth_sift", 20000); None for other names."""
     from vdbbench.datasets.loader import parse_synth_name
@@ -264,6 +348,8 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> TaskCard:
         prices=dict(data.get("prices", {})),
         prompts=str(task.get("prompts", "")),
         reference=_section(data, "reference", Reference, False, where),
+        transfer=_transfer(data, where),
+        final=_section(data, "final", Final, False, where),
     )
     _validate(card, where)
     if origin:
@@ -340,6 +426,12 @@ def _validate(card: TaskCard, where: str) -> None:
     if card.entry.search_args.get("k", obj.k) != obj.k:
         raise TaskError(f"{where}: [entry] search_args k must equal [objective] k ({obj.k})")
     card.entry.search_args.setdefault("k", obj.k)
+    fin = card.final
+    if not 0 < fin.interval < 0.5 or fin.max_seconds <= 0 or fin.min_pairs < 3 or fin.repeat_seconds < 0:
+        raise TaskError(f"{where}: [final] needs 0 < interval < 0.5, max_seconds > 0, min_pairs >= 3, repeat_seconds >= 0")
+    for t in card.transfer.datasets:
+        if t.queries < 10:
+            raise TaskError(f"{where}: [transfer] dataset {t.name!r}: queries must be >= 10")
     if card.reference.source not in ("engine", "start", "none"):
         raise TaskError(f"{where}: [reference] source {card.reference.source!r}: expected engine, start or none")
     for pattern in card.editable:
