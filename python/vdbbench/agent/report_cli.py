@@ -112,10 +112,12 @@ def _cmd_report(args) -> int:
     try:
         run = _resolve(args.run, args.runs_dir)
         events = load_events(run)
-        if args.html:  # the session page (vdbbench.pages.session) instead of the PNG
-            from vdbbench.pages.session import write_session_page
-
-            out = write_session_page(run, Path(args.output) if args.output else journal_path(run).parent / "session.html")
+        if args.html:  # the session page instead of the PNG, rendered by the pages area (its CLI hands
+            # the writer in as a parser default: pages imports the agent's report, never the reverse)
+            write_page = getattr(args, "write_session_page", None)
+            if write_page is None:
+                raise UsageError("--html needs the pages area (vdbbench.pages.cli), which did not register")
+            out = write_page(run, Path(args.output) if args.output else journal_path(run).parent / "session.html")
         else:
             out = Path(args.output) if args.output else journal_path(run).parent / "staircase.png"
             staircase(run, out, log=_scale(args))

@@ -1,5 +1,6 @@
-"""`vdbbench report RESULTS... -o report.html`: the benchmark page (the session page is
-`vdbbench agent report RUN --html`, in vdbbench.agent.report)."""
+"""`vdbbench report RESULTS... -o report.html`: the benchmark page; and the writer of the session
+page behind `vdbbench agent report RUN --html` (handed to that command, so that the agent area
+never imports pages)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,17 @@ def register(subparsers) -> None:
     p.add_argument("--ours", help="the index the ratios are taken against (default: our engine, when present)")
     p.add_argument("--title", help="page title (default: the datasets' names)")
     p.set_defaults(func=cmd_report)
+    agent = subparsers.choices.get("agent")  # registered before this area (vdbbench.cli._AREAS)
+    if agent is not None:
+        # A default of the `agent` parser reaches the namespace of each of its subcommands.
+        agent.set_defaults(write_session_page=write_session_page)
+
+
+def write_session_page(run, out):
+    """The session page of RUN written to OUT (vdbbench.pages.session); returns OUT."""
+    from vdbbench.pages.session import write_session_page as write
+
+    return write(run, out)
 
 
 def cmd_report(args) -> int:
