@@ -7,6 +7,7 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
+from vdbbench.agent.eval_report import fmt_qps
 from vdbbench.agent.facts import Facts
 
 # Rough size of a message's envelope (role, separators) in tokens, on top of its text.
@@ -94,10 +95,6 @@ def needs_compaction(
 # ---------------------------------------------------------------------------------------------
 
 
-def _fmt_qps(v: Any) -> str:
-    return "?" if v is None else f"{float(v):,.0f}"
-
-
 def _fmt_recall(v: Any) -> str:
     return "?" if v is None else f"{float(v):.4f}"
 
@@ -167,20 +164,20 @@ def build_state_summary(
     if accepted:
         best = accepted[-1]
         out.append(
-            f"Best so far: {_fmt_qps(best.get('qps'))} QPS at recall@10 {_fmt_recall(best.get('recall10'))}, "
+            f"Best so far: {fmt_qps(best.get('qps'))} QPS at recall@10 {_fmt_recall(best.get('recall10'))}, "
             f"commit {str(best.get('commit') or '?')[:12]} (iteration {best.get('iteration')}: "
             f"{one_line(best.get('message'), 160)})"
         )
         if baseline:
-            out.append(f"Starting point: {_fmt_qps(baseline)} QPS; best is {float(best['qps']) / float(baseline):.2f}x that.")
+            out.append(f"Starting point: {fmt_qps(baseline)} QPS; best is {float(best['qps']) / float(baseline):.2f}x that.")
     else:
         out.append(
             "Best so far: the starting code (no change accepted yet)"
-            + (f", {_fmt_qps(baseline)} QPS." if baseline else ".")
+            + (f", {fmt_qps(baseline)} QPS." if baseline else ".")
         )
     since = facts.since_improvement
     if facts.reference and facts.reference.get("qps"):
-        out.append(f"Reference (the project's own engine on this task): {_fmt_qps(facts.reference['qps'])} QPS"
+        out.append(f"Reference (the project's own engine on this task): {fmt_qps(facts.reference['qps'])} QPS"
                    + (f"; the best is {facts.of_reference:.0%} of it." if facts.of_reference else "."))
     out.append(
         f"Progress: {len(decisions)} submissions, {len(accepted)} accepted, {since} since the last improvement; "
@@ -196,7 +193,7 @@ def build_state_summary(
         verdict = f", audit {audit.get('verdict')}" if audit else ""
         stat = f" [{one_line(d.get('diff_stat'), 80)}]" if d.get("diff_stat") else ""
         out.append(
-            f"- it {d.get('iteration')}: {_fmt_qps(d.get('best_qps_before'))} -> {_fmt_qps(d.get('qps'))} QPS, "
+            f"- it {d.get('iteration')}: {fmt_qps(d.get('best_qps_before'))} -> {fmt_qps(d.get('qps'))} QPS, "
             f"recall {_fmt_recall(d.get('recall10'))}{verdict}: {one_line(d.get('message'), 200)}{stat}"
         )
     out.append("")
@@ -221,7 +218,7 @@ def build_state_summary(
                 + ", ".join(f"{n} {k}" for k, n in counts.most_common())
             )
         for d in shown:
-            qps = f" {_fmt_qps(d.get('qps'))} QPS," if d.get("qps") is not None else ""
+            qps = f" {fmt_qps(d.get('qps'))} QPS," if d.get("qps") is not None else ""
             rec = f" recall {_fmt_recall(d.get('recall10'))}," if d.get("recall10") is not None else ""
             why = one_line(d.get("reason"), 220)
             audit = audits_by_iteration.get(d.get("iteration"))

@@ -4,6 +4,16 @@ candidate against best on one split (EvalReport) with its journal form."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
+
+
+def fmt_qps(v: Any, *, compact: bool = False, missing: str = "?") -> str:
+    """A QPS figure as every agent text shows it: 12,345 (or 12.3k when compact, for tables and
+    plots, from 10,000 up); `missing` for None."""
+    if v is None:
+        return missing
+    v = float(v)
+    return f"{v / 1000:.1f}k" if compact and v >= 10_000 else f"{v:,.0f}"
 
 
 @dataclass

@@ -51,17 +51,13 @@ import numpy as np
 from vdbbench.agent import audit as audit_mod
 from vdbbench.agent import transfer
 from vdbbench.agent import workspace as wsp
-from vdbbench.agent.eval_report import EvalReport, Metrics
+from vdbbench.agent.eval_report import EvalReport, Metrics, fmt_qps
 from vdbbench.agent.evaluator import Evaluator
 from vdbbench.agent.startup import METRICS_TRAILER
 from vdbbench.agent.task import TaskCard
 
 DIFF_CAP = 64 * 1024  # bytes of the submission's diff kept in the decision event
 CACHE_FACTOR = 1.5  # later passes this much faster than the first (relative to the best): a cache
-
-
-def _fmt(q: float | None) -> str:
-    return "?" if q is None else f"{q:,.0f}"
 
 
 # -- the sequential test ---------------------------------------------------------------------
@@ -309,7 +305,7 @@ class Judge:
         """The verdict's figures: QPS, gain, pairs and spread, held-out and fresh recall, margin to the floor."""
         c, b, obj = report.candidate, report.best, self.card.objective
         fresh = report.fresh
-        text = (f"{_fmt(c.qps)} QPS vs {_fmt(b.qps)} for the best (geometric means over {report.pairs} paired repeats "
+        text = (f"{fmt_qps(c.qps)} QPS vs {fmt_qps(b.qps)} for the best (geometric means over {report.pairs} paired repeats "
                 f"of >= {report.repeat_seconds:g} s on the {c.clock} clock, {c.batch} queries per search call, "
                 f"{c.queries_timed:,} queries timed), gain {report.gain:+.1%}")
         if report.spread is not None:

@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from vdbbench.agent.eval_report import fmt_qps
 from vdbbench.agent.report import ReportError, accepted_table, best_curve, load_events, totals
 
 HTML_PAGES = ("report.html", "index.html", "session.html")
@@ -212,9 +213,7 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
 
 
 def _q(v) -> str:
-    if v is None:
-        return ""
-    return f"{v / 1000:.1f}k" if v >= 10_000 else f"{v:,.0f}"
+    return fmt_qps(v, compact=True, missing="")
 
 
 def _x(v) -> str:

@@ -9,12 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, TextIO
 
 from vdbbench.agent.budget import Budgets
+from vdbbench.agent.eval_report import fmt_qps
 from vdbbench.agent.facts import Facts
 from vdbbench.agent.journal import OUTCOMES, event_time
-
-def _qps(v: Any) -> str:
-    return "—" if v is None else f"{float(v):,.0f}"
-
 
 def _clock(seconds: float) -> str:
     s = int(seconds)
@@ -84,10 +81,10 @@ def decision_line(state: SessionState, ev: Mapping[str, Any], now: float | None 
     """The quiet mode's plain line for a decision."""
     parts = [f"[it {ev.get('iteration')}] {ev.get('outcome')}"]
     if ev.get("qps") is not None:
-        parts.append(f"{_qps(ev.get('qps'))} QPS")
+        parts.append(f"{fmt_qps(ev.get('qps'), missing='—')} QPS")
     if ev.get("recall10") is not None:
         parts.append(f"recall {float(ev['recall10']):.4f}")
-    parts.append(f"best {_qps(state.best_qps)}")
+    parts.append(f"best {fmt_qps(state.best_qps, missing='—')}")
     parts.append(f"tools {state.tool_calls}, tokens {state.tokens:,}, ${state.cost_usd:.2f}, {_clock(state.elapsed(now))}")
     msg = state.last_message[:80]
     line = " | ".join(parts)
@@ -131,7 +128,7 @@ class LiveView:
             elif kind == "budget_stop":
                 self._print(f"[stop] {self.state.stopped} — raise it and `vdbbench agent resume` to carry on")
             elif kind == "session_end":
-                self._print(f"[end] {ev.get('reason')}: best {_qps(self.state.best_qps)} QPS after "
+                self._print(f"[end] {ev.get('reason')}: best {fmt_qps(self.state.best_qps, missing='—')} QPS after "
                             f"{len(self.state.decisions)} submissions, {self.state.tool_calls} tool calls, "
                             f"{self.state.tokens:,} tokens, ${self.state.cost_usd:.2f}")
             elif kind == "compaction":
@@ -169,7 +166,7 @@ class LiveView:
         grid.add_column()
         speed = f" (×{s.speedup:.2f} the start)" if s.speedup else ""
         ref = f", {s.of_reference:.0%} of the reference" if s.of_reference else ""
-        best = f"{_qps(s.best_qps)} QPS{speed}{ref}" + (f", recall {s.best_recall_shown:.4f}" if s.best_recall_shown is not None else "")
+        best = f"{fmt_qps(s.best_qps, missing='—')} QPS{speed}{ref}" + (f", recall {s.best_recall_shown:.4f}" if s.best_recall_shown is not None else "")
         last = Text(s.last_outcome or "—", style=_colour(s.last_outcome))
         grid.add_row("iteration", self._limit(s.iteration, b.iterations), "best", best)
         grid.add_row("tool calls", self._limit(s.tool_calls, b.tool_calls), "last outcome", last)
@@ -180,7 +177,7 @@ class LiveView:
         recent = Table.grid(padding=(0, 1))
         for it, outcome, qps, msg in s.recent:
             recent.add_row(f"it {it}", Text(str(outcome), style=_colour(outcome)),
-                           _qps(qps) if qps is not None else "", msg[:60])
+                           fmt_qps(qps) if qps is not None else "", msg[:60])
         body = Table.grid()
         body.add_row(grid)
         if s.recent:

@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from vdbbench.agent.eval_report import fmt_qps  # noqa: F401 - the loop's QPS figures
 from vdbbench.agent.machine import Machine
 from vdbbench.agent.task import TaskCard
 
@@ -52,10 +53,6 @@ def render(prompts, template: str, **values: Any) -> str:
         else:
             raise PromptsError(f"prompt template {template} not found in {prompts}")
     return string.Template(path.read_text(encoding="utf-8")).safe_substitute(values).strip()
-
-
-def fmt_qps(q: float | None) -> str:
-    return "?" if q is None else f"{q:,.0f}"
 
 
 def repeat_text(card: TaskCard) -> str:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from vdbbench.agent.eval_report import fmt_qps as _fmt_qps
 from vdbbench.agent.facts import PROGRESS_AXES, Facts
 from vdbbench.agent.journal import OUTCOMES
 
@@ -178,10 +179,8 @@ def totals(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> d
 
 
 def fmt_qps(v: Any) -> str:
-    if v is None:
-        return "—"
-    v = float(v)
-    return f"{v / 1000:.1f}k" if v >= 10_000 else f"{v:,.0f}"
+    """QPS in tables and plots: compact (12.3k), a dash when missing."""
+    return _fmt_qps(v, compact=True, missing="—")
 
 
 def fmt_count(n: int) -> str:

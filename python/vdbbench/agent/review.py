@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from vdbbench.agent.compaction import one_line
+from vdbbench.agent.eval_report import fmt_qps
 
 # Structural moves that produced the steps in published long runs; offered as examples only.
 STRUCTURAL_IDEAS = (
@@ -102,10 +103,6 @@ def stage_breakdown(profile_text: str | None) -> str | None:
     return "; ".join(f"{name} {100 * share:.0f}% ({sec:.4g} s)" for name, sec, share in parts)
 
 
-def _qps(v: Any) -> str:
-    return "?" if v is None else f"{float(v):,.0f}"
-
-
 def review_prompt(events: Sequence[Mapping[str, Any]], profile_text: str | None) -> str:
     """The text sent to the model: where the time goes, what was tried, and a request for a
     structurally different next approach."""
@@ -123,7 +120,7 @@ def review_prompt(events: Sequence[Mapping[str, Any]], profile_text: str | None)
     if accepted:
         best = accepted[-1]
         lines.append(
-            f"Best so far: {_qps(best.get('qps'))} QPS at recall@10 {best.get('recall10')} "
+            f"Best so far: {fmt_qps(best.get('qps'))} QPS at recall@10 {best.get('recall10')} "
             f"(iteration {best.get('iteration')}: {best.get('message') or 'no message'})."
         )
     else:
@@ -148,7 +145,7 @@ def review_prompt(events: Sequence[Mapping[str, Any]], profile_text: str | None)
         lines.append("")
         lines.append("### Changes that did pay, in order")
         for d in accepted[-10:]:
-            lines.append(f"- it {d.get('iteration')}: {_qps(d.get('best_qps_before'))} -> {_qps(d.get('qps'))} QPS: {d.get('message')}")
+            lines.append(f"- it {d.get('iteration')}: {fmt_qps(d.get('best_qps_before'))} -> {fmt_qps(d.get('qps'))} QPS: {d.get('message')}")
     lines += [
         "",
         "### What to do now",

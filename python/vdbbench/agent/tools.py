@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from vdbbench.agent import workspace as wsp
-from vdbbench.agent.eval_report import EvalReport
+from vdbbench.agent.eval_report import EvalReport, fmt_qps
 from vdbbench.agent.review import stats_stages
 from vdbbench.agent.task import TaskCard
 from vdbbench.agent.workspace import PathRefused, resolve_path
@@ -190,10 +190,6 @@ class FileTools:
 
 # -- harness tools: they act through the session ----------------------------------------------
 
-def _fmt(q: float | None) -> str:
-    return "?" if q is None else f"{q:,.0f}"
-
-
 def build(s: "Session") -> ToolResult:
     ok, text, _ = s._build_current()
     return ToolResult(text, ok=ok)
@@ -212,17 +208,17 @@ def compare_text(s: "Session", report, what: str) -> str:
     """A dev-split measurement as the model reads it: yours, the best's, the gain, per-repeat QPS."""
     c, b = report.candidate, report.best
     floor = s.card.objective.recall_floor
-    lines = [f"{what}: your working copy {_fmt(c.qps)} QPS, recall@10 {c.recall10:.4f} "
+    lines = [f"{what}: your working copy {fmt_qps(c.qps)} QPS, recall@10 {c.recall10:.4f} "
              f"({'meets' if c.recall10 >= floor else 'MISSES'} the floor {floor})"]
     if b is not None:
         spread = f", per-pair spread {report.spread:.1%}" if report.spread is not None else ""
-        lines.append(f"current best measured in the same run: {_fmt(b.qps)} QPS, recall@10 {b.recall10:.4f}; "
+        lines.append(f"current best measured in the same run: {fmt_qps(b.qps)} QPS, recall@10 {b.recall10:.4f}; "
                      f"gain {report.gain:+.1%} over {report.pairs} interleaved pairs{spread} "
                      f"(the margin to beat is {s.card.objective.margin:.0%}; a submission is judged the same way "
                      f"on held-out queries, with more pairs while unclear)")
-    lines.append(f"per-repeat QPS: yours {', '.join(_fmt(q) for q in c.qps_samples)}"
-                 + (f"; best {', '.join(_fmt(q) for q in b.qps_samples)}" if b else ""))
-    lines.append(f"QPS timed on the {c.clock} clock" + (f" (wall-clock QPS {_fmt(c.wall_qps)})" if c.clock != "wall" else "")
+    lines.append(f"per-repeat QPS: yours {', '.join(fmt_qps(q) for q in c.qps_samples)}"
+                 + (f"; best {', '.join(fmt_qps(q) for q in b.qps_samples)}" if b else ""))
+    lines.append(f"QPS timed on the {c.clock} clock" + (f" (wall-clock QPS {fmt_qps(c.wall_qps)})" if c.clock != "wall" else "")
                  + f"; index build: train {c.train_s:.3f} s, add {c.add_s:.3f} s")
     return "\n".join(lines)
 
@@ -260,7 +256,7 @@ def profile(s: "Session") -> ToolResult:
     if report.failure:
         return ToolResult(f"profile failed ({report.failure.outcome}): {report.failure.text}", ok=False)
     c = report.candidate
-    head = f"one search of {len(s.evaluator.data.dev.queries) // max(1, c.repeats)} dev queries: {_fmt(c.qps)} QPS, {c.p50_ms:.4f} ms/query"
+    head = f"one search of {len(s.evaluator.data.dev.queries) // max(1, c.repeats)} dev queries: {fmt_qps(c.qps)} QPS, {c.p50_ms:.4f} ms/query"
     if not c.stats:
         text = (f"{head}\nthis engine has no last_search_stats(); add per-stage counters and seconds to it "
                 "if you want a breakdown (routing, prescore, rerank, top-k)")
