@@ -92,7 +92,9 @@ def test_leaderboard_ranks_models_by_reached_target_and_cost_to_get_there(tmp_pa
     assert doc["schema"] == "vdbbench.agent-leaderboard/1" and [m["model"] for m in doc["models"]] == ["model-a", "model-b"]
     assert png.stat().st_size > 5000
     md = lb.to_markdown(doc)
-    assert "| model-a | 3 (3) | 290 [200–300] |" in md and "2/3 (67%)" in md and "[html](" in md
+    assert "| model-a | 3 (3) | 2.90x (0 of 3 measured) |" in md and "| 290 [200–300] |" in md
+    assert "2/3 (67%)" in md and "[html](" in md
+    assert "3.00x (product of accepted steps)" in md  # no final measurement here: the product, named as such
 
 
 def test_leaderboard_without_a_reference_leaves_the_target_empty_and_says_so(tmp_path, capsys):
@@ -106,7 +108,7 @@ def test_leaderboard_without_a_reference_leaves_the_target_empty_and_says_so(tmp
     assert any("no session journaled a reference" in n for n in board["notes"])
     assert any("2 nodes" in n for n in board["notes"])  # raw QPS across nodes are not comparable
     md = lb.to_markdown(board)
-    assert "| model-a | 1 (1) | 300 [300–300] | 3.00x |  |  |" in md
+    assert "| model-a | 1 (1) | 3.00x (0 of 1 measured) |  |  | 3.00x | 300 [300–300] |" in md
 
 
 def test_leaderboard_bad_input_is_a_usage_error(tmp_path, capsys):

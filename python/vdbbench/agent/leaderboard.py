@@ -11,14 +11,14 @@ node), and the table says when nodes differ.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from vdbbench.agent import final as final_mod
 from vdbbench.agent.eval_report import fmt_qps
-from vdbbench.agent.report import ReportError, accepted_table, best_curve, load_events, totals
+from vdbbench.agent.report import ReportError, best_curve, load_events, totals
 
 HTML_PAGES = ("report.html", "index.html", "session.html")
 
@@ -101,10 +101,13 @@ def rollout(run: Path, target: float) -> dict[str, Any]:
             nodes.append(label)
     cpu = next((s["node"].get("cpu_model") for s in reversed(starts) if isinstance(s.get("node"), dict)), None)
     end = events[-1] if events[-1].get("type") == "session_end" else None
-    # Speed-up over the start as the product of each accepted change's paired gain (candidate and
-    # best timed interleaved in one run, on one node); QPS from separate runs only as a fallback.
-    gains = [r["gain"] for r in accepted_table(events)]
-    speedup = math.prod(gains) if all(gains) else info["speedup"]
+    # The headline is the final measurement (the best against the start and the reference, timed
+    # interleaved to a stated interval as the session ended); the product of the accepted steps'
+    # gains is kept apart under its own name (each step measured once, at or above the margin).
+    head = info["final"]
+    speedup = info["speedup"]
+    vs_ref = (head["reference"]["ratio"] if head and head.get("reference")
+              else (best / ref_qps) if ref_qps and best else None)
 
     def cost_at(d):
         if d is None:
@@ -124,10 +127,14 @@ def rollout(run: Path, target: float) -> dict[str, Any]:
         "best_recall10": info["best_recall10"],
         "baseline_qps": info["baseline_qps"],
         "speedup": speedup,
+        "speedup_source": info["speedup_source"],
+        "final": head,
+        "product_of_steps": info["product_of_steps"],
+        "transfer": info["transfer_lines"],
         "reference_qps": ref_qps,
         "reference_recall10": ref.get("recall10") if ref else None,
-        "vs_reference": (best / ref_qps) if ref_qps and best else None,
-        "reached_target": (best is not None and best >= target * ref_qps) if ref_qps else None,
+        "vs_reference": vs_ref,
+        "reached_target": (vs_ref is not None and vs_ref >= target) if vs_ref is not None else None,
         "iterations_to_best": int(last.get("iteration") or 0) if last else 0,
         "tokens_to_best": tok_best,
         "cost_to_best": cost_best,
@@ -174,6 +181,8 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
             "best_qps_min": min(bests) if bests else None,
             "best_qps_max": max(bests) if bests else None,
             "speedup_median": _median(r["speedup"] for r in rs),
+            "measured": sum(r["final"] is not None for r in rs),  # rollouts whose × start is a final measurement
+            "product_of_steps_median": _median(r["product_of_steps"] for r in rs),
             "vs_reference_median": _median(r["vs_reference"] for r in rs),
             "with_reference": len(with_ref),
             "reached_target": len(reached) if with_ref else None,
@@ -238,27 +247,36 @@ def _tok(v) -> str:
 
 def to_markdown(board: Mapping[str, Any], png: str | None = None) -> str:
     t = board["target"]
-    out = [f"| model | rollouts (finished) | best QPS median [min–max] | × start | × reference | reached {t:.0%} of reference "
-           "| iterations to best | tokens to best | cost to best | accepted | flagged |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [f"| model | rollouts (finished) | × start (final) | × reference | reached {t:.0%} of reference | product of steps "
+           "| best QPS median [min–max] | iterations to best | tokens to best | cost to best | accepted | flagged |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in board["models"]:
+        measured = "" if m["measured"] == m["rollouts"] else f" ({m['measured']} of {m['rollouts']} measured)"
         reached = "" if m["reached_fraction"] is None else f"{m['reached_target']}/{m['with_reference']} ({m['reached_fraction']:.0%})"
         out.append(
-            f"| {m['model']} | {m['rollouts']} ({m['finished']}) | {_q(m['best_qps_median'])} [{_q(m['best_qps_min'])}–{_q(m['best_qps_max'])}] "
-            f"| {_x(m['speedup_median'])} | {_x(m['vs_reference_median'])} | {reached} "
+            f"| {m['model']} | {m['rollouts']} ({m['finished']}) "
+            f"| {_x(m['speedup_median'])}{measured} "
+            f"| {_x(m['vs_reference_median'])} | {reached} | {_x(m['product_of_steps_median'])} "
+            f"| {_q(m['best_qps_median'])} [{_q(m['best_qps_min'])}–{_q(m['best_qps_max'])}] "
             f"| {_n(m['iterations_to_best_median'])} "
             f"| {_tok(m['tokens_to_best_median'])} | {_usd(m['cost_to_best_median'])} | {m['accepted']} | {m['flagged']} |")
     out.append("")
-    out.append("Medians over each model's rollouts. × start: the product of the accepted changes' gains, each timed "
-               "interleaved with the best in one run; × reference: best over the reference measured on the same node.")
+    out.append("Medians over each model's rollouts. × start (final): the final measurement, the best timed against the start "
+               "(and × reference: against the reference), paired and interleaved to a +-2% interval as the session ended; "
+               "a rollout without one (interrupted) counts its product of steps, and the cell says how many were measured. "
+               "Product of steps: the accepted changes' gains as each was measured when accepted, multiplied (not the result: "
+               "every accepted gain is measured at or above the margin, and false accepts add phantom steps).")
     for n in board["notes"]:
         out.append(f"Note: {n}.")
-    out += ["", "| session | model | best QPS | recall@10 | × start | × reference | iterations to best | accepted | flagged | ended | node | page |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    out += ["", "| session | model | × start (final, 95% interval) | × reference | product of steps | transfer | best QPS | recall@10 "
+            "| iterations to best | accepted | flagged | ended | node | page |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in board["rollouts"]:
         rec = "" if r["best_recall10"] is None else f"{r['best_recall10']:.4f}"
         page = f"[html]({r['html']})" if r["html"] else ""
-        out.append(f"| {r['run']} | {r['model']} | {_q(r['best_qps'])} | {rec} | {_x(r['speedup'])} | {_x(r['vs_reference'])} "
+        head = final_mod.fmt_ratio(r["final"]) if r["final"] else f"{_x(r['speedup'])} ({r['speedup_source']})"
+        out.append(f"| {r['run']} | {r['model']} | {head} | {_x(r['vs_reference'])} | {_x(r['product_of_steps'])} "
+                   f"| {'; '.join(r['transfer'])} | {_q(r['best_qps'])} | {rec} "
                    f"| {r['iterations_to_best']} | {r['accepted']} | {r['flagged']} | {r['ended'] or 'running or died'} "
                    f"| {', '.join(r['nodes']) or '?'} | {page} |")
     if png:

@@ -4,10 +4,12 @@ changes and the totals (the plots are vdbbench.agent.report_plots; the terminal 
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from vdbbench.agent import final as final_mod
 from vdbbench.agent.eval_report import fmt_qps as _fmt_qps
 from vdbbench.agent.facts import PROGRESS_AXES, Facts
 from vdbbench.agent.journal import OUTCOMES
@@ -71,10 +73,51 @@ X_AXES = {
 assert tuple(X_AXES) == PROGRESS_AXES
 
 
+def _step_ratio(d: Mapping[str, Any], f: Facts) -> float | None:
+    """A decision's candidate/best ratio, paired in its own run (interleaved repeats); for a
+    decision without one (recovered after a crash) the quotient of its QPS figures."""
+    g = f.same_run_gain.get(d.get("iteration"))
+    if g is None and d.get("gain") is not None:
+        g = 1.0 + float(d["gain"])
+    if g is None and d.get("qps") and d.get("best_qps_before"):
+        g = float(d["qps"]) / float(d["best_qps_before"])
+    return g
+
+
+def chained(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> list[dict[str, Any]]:
+    """Per decision, in QPS anchored at the start's own measurement (1.0 when there is none) and
+    moved only by paired ratios: `before` (the best's level going in), `point` (the candidate:
+    before x its paired ratio; None when not measured) and `after`. Chained paired ratios, not
+    one evaluation's absolute QPS, which moves with the machine's load from one run to the next."""
+    f = facts or Facts.fold(events)
+    level = f.baseline_qps or 1.0
+    out = []
+    for d in f.decisions:
+        ratio = _step_ratio(d, f) if (d.get("qps") is not None or d.get("outcome") == "accepted") else None
+        point = level * ratio if ratio else None
+        before = level
+        if d.get("outcome") == "accepted" and ratio:
+            level *= ratio
+        out.append({"seq": int(d.get("seq", -1)), "iteration": d.get("iteration"), "outcome": d.get("outcome"),
+                    "before": before, "point": point, "after": level, "ratio": ratio})
+    return out
+
+
+def product_of_steps(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> float | None:
+    """The product of the accepted steps' paired gains: NOT the session's result (each step was
+    measured once, at or above the margin, and false accepts add phantom steps); shown apart."""
+    f = facts or Facts.fold(events)
+    gains = [_step_ratio(d, f) for d in f.accepted]
+    if not gains:
+        return 1.0 if f.decisions else None
+    return math.prod(gains) if all(gains) else None
+
+
 def best_curve(events: Sequence[Mapping[str, Any]], x: str = "iterations",
                facts: Facts | None = None) -> tuple[list[float], list[float]]:
-    """(x, best QPS after each submission) as a step function, from the baseline at x = 0.
-    `x` is one of X_AXES: submissions by default, or tool calls, hours, cost, tokens so far."""
+    """(x, best after each submission) as a step function from the start at x = 0: the start's QPS
+    times the chained paired ratios of the accepted steps (see `chained`). `x` is one of X_AXES:
+    submissions by default, or tool calls, hours, cost, tokens so far."""
     if x not in X_AXES:
         raise ReportError(f"unknown x axis {x!r}; expected one of {', '.join(X_AXES)}")
     f = facts or Facts.fold(events)
@@ -83,10 +126,9 @@ def best_curve(events: Sequence[Mapping[str, Any]], x: str = "iterations",
     if f.baseline_qps is not None:
         xs.append(0)
         ys.append(f.baseline_qps)
-    for n, (seq, best) in enumerate(f.curve, start=1):
-        if best is not None:
-            xs.append(f.progress.get(seq, {}).get(x, n))
-            ys.append(best)
+    for n, c in enumerate(chained(events, f), start=1):
+        xs.append(f.progress.get(c["seq"], {}).get(x, n))
+        ys.append(c["after"])
     return xs, ys
 
 
@@ -141,6 +183,17 @@ def totals(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> d
     f = facts or Facts.fold(events)
     best = f.accepted[-1] if f.accepted else None
     ref = f.reference or {}
+    head = final_mod.headline(events)
+    product = product_of_steps(events, f)
+    if head is not None:
+        speedup, source = head["ratio"], "final measurement"
+    elif product is not None and f.decisions:
+        speedup, source = product, "product of accepted steps"
+    else:
+        speedup, source = f.speedup, "separate evaluations"
+    of_ref = f.of_reference
+    if head is not None and head.get("reference"):
+        of_ref = head["reference"]["ratio"]
     return {
         "task": f.task,
         "model": f.model, "base_url": f.base_url,
@@ -158,11 +211,15 @@ def totals(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> d
         "best_qps": f.best_qps,
         "best_recall10": best.get("recall10") if best else None,
         "best_commit": best.get("commit") if best else None,
-        "speedup": f.speedup,
+        "speedup": speedup,  # the headline: the final measurement when the session has one
+        "speedup_source": source,
+        "final": head,
+        "product_of_steps": product,
+        "transfer_lines": [final_mod.target_line(r) for r in head["transfer"]] if head else [],
         "reference_qps": ref.get("qps"),
         "reference_recall10": ref.get("recall10"),
         "reference_source": ref.get("source"),
-        "of_reference": f.of_reference,
+        "of_reference": of_ref,
         "compactions": f.compactions,
         "reviews": f.reviews,
         "resumes": f.resumes,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from vdbbench.agent import final as final_mod
 from vdbbench.agent.report import (
     X_AXES, ReportError, accepted_table, decisions, fmt_count, fmt_duration, fmt_qps, journal_path, load_events, totals,
 )
@@ -43,8 +44,8 @@ def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | N
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
     t.add_row("submissions", f"{info['submissions']} ({outcome_text or 'none'})")
-    t.add_row("best", f"{fmt_qps(info['best_qps'])} QPS" + (f", recall@10 {info['best_recall10']:.4f}" if info["best_recall10"] is not None else "")
-              + (f", ×{info['speedup']:.2f} the starting {fmt_qps(info['baseline_qps'])} QPS" if info["speedup"] else ""))
+    for label, text in headline_rows(info):
+        t.add_row(label, text)
     t.add_row("tool calls", f"{info['tool_calls']} ({info['model_calls']} model calls)")
     t.add_row("tokens", f"{info['tokens']:,} ({info['prompt_tokens']:,} prompt, {info['completion_tokens']:,} completion)")
     t.add_row("cost", f"${info['cost_usd']:.2f}")
@@ -66,6 +67,34 @@ def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | N
     console.print(t)
 
 
+def headline_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The session's result as the report states it: the final measurement first (the best against
+    the start, paired and interleaved, with its interval; against the reference; on each transfer
+    target), then, apart and named as such, the product of the accepted steps."""
+    rows = []
+    head = info.get("final")
+    if head is not None:
+        text = f"×{head['ratio']:.3f} the start ({head['lo']:.3f}–{head['hi']:.3f}, 95%, {head['pairs']} interleaved rounds"
+        text += ("; the ±2% interval was not reached before the time cap" if head.get("stopped") == "cap" else "") + ")"
+        if head.get("reference") and not info.get("reference_source") == "start":
+            r = head["reference"]
+            text += f"; ×{r['ratio']:.3f} the reference ({r['lo']:.3f}–{r['hi']:.3f})"
+        if head.get("recall10") is not None:
+            text += f"; recall@10 {head['recall10']:.4f}"
+        rows.append(("final measurement", text))
+        for line in info.get("transfer_lines") or []:
+            rows.append(("  transfer", line))
+    elif info.get("speedup"):
+        rows.append(("final measurement", f"none yet (the session is running, or ended by an interrupt); "
+                                          f"the figure below is {info['speedup_source']}"))
+    rows.append(("best", f"{fmt_qps(info['best_qps'])} QPS in its last evaluation"
+                 + (f", recall@10 {info['best_recall10']:.4f}" if info["best_recall10"] is not None else "")))
+    if info.get("product_of_steps") is not None:
+        rows.append(("product of accepted steps", f"×{info['product_of_steps']:.3f} (each step's gain as measured when "
+                                                  "accepted, multiplied: not the result, see the final measurement)"))
+    return rows
+
+
 def print_comparison(rows: Sequence[Mapping[str, Any]], console=None, png: str | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -77,7 +106,7 @@ def print_comparison(rows: Sequence[Mapping[str, Any]], console=None, png: str |
     from rich import box
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    cols = ["session"] + ([] if same_task else ["task"]) + ["subm.", "acc.", "best QPS", "recall", "tools", "tokens, cost", "wall"]
+    cols = ["session"] + ([] if same_task else ["task"]) + ["subm.", "acc.", "× start", "recall", "tools", "tokens, cost", "wall"]
     for col in cols:
         if col in ("session", "task"):
             table.add_column(col, overflow="fold", min_width=10)
@@ -86,12 +115,16 @@ def print_comparison(rows: Sequence[Mapping[str, Any]], console=None, png: str |
     for r in rows:
         cells = [f"{r['model']}\n[dim]{r['run']}[/dim]"] + ([] if same_task else [r["task"]]) + [
             str(r["submissions"]), str(r["accepted"]),
-            fmt_qps(r["best_qps"]) + (f" ×{r['speedup']:.1f}" if r["speedup"] else ""),
+            (f"×{r['final']['ratio']:.2f} ±{r['final']['half']:.1%}" if r.get("final") and r["final"].get("pairs")
+             else f"×{r['final']['ratio']:.2f}" if r.get("final") else "no final")
+            + (f"\n[dim]steps ×{r['product_of_steps']:.2f}[/dim]" if r.get("product_of_steps") else ""),
             f"{r['best_recall10']:.3f}" if r["best_recall10"] is not None else "—",
             str(r["tool_calls"]), f"{fmt_count(r['tokens'])} ${r['cost_usd']:.2f}", fmt_duration(r["wall_s"]),
         ]
         table.add_row(*cells)
     console.print(table)
+    console.print("× start: the final measurement (best vs start, interleaved, 95% interval); "
+                  "dim: the product of accepted steps (shown apart: not the result)")
 
 
 def _scale(args) -> bool | None:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from vdbbench.agent.facts import Facts
 from vdbbench.agent.journal import OUTCOMES
 from vdbbench.agent.report import (
-    X_AXES, ReportError, accepted_table, best_curve, fmt_count, fmt_qps, load_events, outcome_style, totals,
+    X_AXES, ReportError, accepted_table, best_curve, chained, fmt_count, fmt_qps, load_events, outcome_style, totals,
 )
 
 
@@ -62,10 +62,16 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     decs = facts.decisions
     info = totals(events, facts)
     xs, ys = best_curve(events, facts=facts)
-    measured = [d for d in decs if d.get("qps") is not None]
-    unmeasured = [d for d in decs if d.get("qps") is None]
+    # Every point is the start's QPS times chained paired ratios (report.chained), so the line of
+    # the best never moves with one evaluation's load; the final measurement is drawn at the end.
+    chain = {c["seq"]: c for c in chained(events, facts)}
+    level = {id(d): chain.get(int(d.get("seq", -1)), {}).get("point") for d in decs}
+    measured = [d for d in decs if level[id(d)] is not None]
+    unmeasured = [d for d in decs if level[id(d)] is None]
     ref_qps = info["reference_qps"]
-    qps_values = [float(d["qps"]) for d in measured] + ys + ([ref_qps] if ref_qps else [])
+    measured_final = info.get("final")
+    start_qps = info["baseline_qps"] or 1.0
+    qps_values = [level[id(d)] for d in measured] + ys + ([ref_qps] if ref_qps else [])
     use_log = _use_log(qps_values) if log is None else log
     strip_rows = [o for o in OUTCOMES if any(d.get("outcome") == o for d in unmeasured)]
     strip_rows += sorted({str(d.get("outcome")) for d in unmeasured} - set(strip_rows))
@@ -86,11 +92,11 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     for outcome in OUTCOMES:
         pts = [d for d in measured if d.get("outcome") == outcome]
         if pts:
-            ax.scatter([d.get("iteration") for d in pts], [d["qps"] for d in pts], **outcome_style(outcome))
+            ax.scatter([d.get("iteration") for d in pts], [level[id(d)] for d in pts], **outcome_style(outcome))
             drawn[outcome] += len(pts)
     others = [d for d in measured if d.get("outcome") not in OUTCOMES]
     if others:
-        ax.scatter([d.get("iteration") for d in others], [d["qps"] for d in others], marker=".", color="m", label="other")
+        ax.scatter([d.get("iteration") for d in others], [level[id(d)] for d in others], marker=".", color="m", label="other")
         drawn["other"] += len(others)
     rows = accepted_table(events, facts)
     # Label the biggest steps, spread along the run (labels closer than 1/12 of it would collide).
@@ -101,7 +107,8 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     for n, r in enumerate(sorted(big, key=lambda r: r["iteration"])):
         text = r["message"][:38] + ("…" if len(r["message"]) > 38 else "")
         left = r["iteration"] < 0.6 * last_it
-        ax.annotate(f"{text} (×{r['gain']:.2f})", (r["iteration"], r["qps_after"]),
+        after = next((c["after"] for c in chain.values() if c["iteration"] == r["iteration"]), r["qps_after"])
+        ax.annotate(f"{text} (×{r['gain']:.2f})", (r["iteration"], after),
                     xytext=(8 if left else -8, 10 if n % 2 == 0 else -16), ha="left" if left else "right",
                     textcoords="offset points", fontsize=7.5, color="#1b5e20",
                     bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.75), zorder=6)
@@ -115,15 +122,22 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     for i, e in enumerate(resumes):
         ax.axvline(int(e.get("iteration") or 0) + 0.5, color="#fdae61", lw=1.6, zorder=1, label="resumed" if i == 0 else None)
 
+    fm = measured_final
+    if fm is not None:
+        y = start_qps * fm["ratio"]
+        err = [[y - start_qps * fm["lo"]], [start_qps * min(fm["hi"], fm["ratio"] * 10) - y]] if fm.get("pairs") else None
+        ax.errorbar([last_it + 0.5], [y], yerr=err, fmt="D", color="#08519c", ms=7, capsize=4, zorder=7,
+                    label=f"final measurement: ×{fm['ratio']:.2f} the start" + (f" (±{fm['half']:.1%})" if fm.get("pairs") else ""))
     if use_log:
         ax.set_yscale("log")
-    ax.set_ylabel("QPS (held-out queries" + (", log scale)" if use_log else ")"))
+    ax.set_ylabel("QPS: the start's, times chained paired ratios" + (" (log scale)" if use_log else ""))
     ax.grid(True, which="major", alpha=0.3)
-    ax.set_xlim(0, last_it + 1)
+    ax.set_xlim(0, last_it + 1.5)
     head = title or f"{info['task']} — {info['model']}"
     sub = (
-        f"{info['submissions']} submissions, {info['accepted']} accepted · best {fmt_qps(info['best_qps'])} QPS"
-        + (f" (×{info['speedup']:.2f} the start)" if info["speedup"] else "")
+        f"{info['submissions']} submissions, {info['accepted']} accepted"
+        + (f" · final ×{fm['ratio']:.2f} the start ({fm['lo']:.2f}–{fm['hi']:.2f})" if fm else "")
+        + (f" · product of accepted steps ×{info['product_of_steps']:.2f}" if info.get("product_of_steps") else "")
         + (f" · {info['of_reference']:.0%} of the reference" if info["of_reference"] else "")
         + f" · {info['tool_calls']:,} tool calls · {fmt_count(info['tokens'])} tokens · ${info['cost_usd']:.2f} · {info['wall_s'] / 3600:.2f} h"
     )
@@ -178,7 +192,8 @@ def compare_runs(run_dirs: Sequence[str | Path], out_png: str | Path, log: bool 
         if not xs:
             continue
         sx, sy = _extend_steps(xs, ys, last)
-        line = ax.step(sx, sy, where="post", lw=2, label=f"{row['label']}: {fmt_qps(row['best_qps'])} QPS")[0]
+        final_text = f"final ×{row['final']['ratio']:.2f} the start" if row.get("final") else f"no final measurement ({row['speedup_source']})"
+        line = ax.step(sx, sy, where="post", lw=2, label=f"{row['label']}: {final_text}")[0]
         acc_x = [px for px, prev, y in zip(xs[1:], ys, ys[1:]) if y > prev]
         acc_y = [y for prev, y in zip(ys, ys[1:]) if y > prev]
         ax.scatter(acc_x, acc_y, color=line.get_color(), s=28, zorder=4)

@@ -129,6 +129,11 @@ class Targets:
         if t.key in self._evaluators:
             return self._evaluators[t.key]
         ev = None
+        here_real = not (self.here.dataset or {}).get("synthetic", True)
+        if t.dataset is not None and expand(t.dataset.name) == self.card.dataset.name and not t.dataset.seed and here_real:
+            self.missing[t.key] = f"{t.label} is the card's own data set here (nothing else to check)"
+            self._evaluators[t.key] = None
+            return None
         try:
             data = self.here if t.dataset is None else load_data(t.dataset, self.card)
             ev = Evaluator(card_for(self.card, data) if t.dataset is not None else

@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from vdbbench.agent import final as final_mod
 from vdbbench.agent.report import (
-    OUTCOME_STYLE, accepted_table, best_curve, fmt_duration, fmt_qps, journal_path, load_events, short_stat, totals,
+    OUTCOME_STYLE, accepted_table, best_curve, chained, fmt_duration, fmt_qps, journal_path, load_events, short_stat, totals,
 )
 from vdbbench.pages.html import Raw, cards, document, esc, facts, figure, script_json, table, write
 
@@ -182,6 +183,17 @@ def staircase_figure(events: Sequence[Mapping[str, Any]], subs: Sequence[dict], 
                         row_heights=[0.78, 0.22] if strip else [1.0])
     last_it = max([int(s["iteration"] or 0) for s in subs] + [1])
     xs, ys = best_curve(events)
+    # Points and line: the start's QPS times chained paired ratios (report.chained), not each
+    # evaluation's own absolute QPS; the final measurement sits after the last submission.
+    chain = {c["seq"]: c["point"] for c in chained(events)}
+    head = final_mod.headline(events)
+    if head is not None and ys:
+        y = ys[0] * head["ratio"]
+        bar = dict(type="data", symmetric=False, array=[ys[0] * head["hi"] - y], arrayminus=[y - ys[0] * head["lo"]]) if head.get("pairs") else None
+        fig.add_trace(go.Scatter(x=[last_it + 0.5], y=[y], mode="markers", error_y=bar, name=f"final measurement: ×{head['ratio']:.2f} the start",
+                                 marker=dict(symbol="diamond", color="#08519c", size=12),
+                                 hovertemplate=f"final measurement: ×{head['ratio']:.3f} the start ({head['lo']:.3f}–{head['hi']:.3f}, 95%)<extra></extra>"),
+                      row=1, col=1)
     if xs:
         sx, sy = list(xs) + ([last_it] if xs[-1] < last_it else []), list(ys) + ([ys[-1]] if xs[-1] < last_it else [])
         fig.add_trace(go.Scatter(x=sx, y=sy, mode="lines", line=dict(color="#1a9850", width=2.5, shape="hv"),
@@ -190,7 +202,7 @@ def staircase_figure(events: Sequence[Mapping[str, Any]], subs: Sequence[dict], 
         pts = [s for s in measured if s["outcome"] == outcome]
         if pts:
             fig.add_trace(go.Scatter(
-                x=[s["iteration"] for s in pts], y=[s["qps"] for s in pts], mode="markers", name=_label(outcome),
+                x=[s["iteration"] for s in pts], y=[chain.get(s["seq"]) or s["qps"] for s in pts], mode="markers", name=_label(outcome),
                 legendgroup=outcome, customdata=[_hover(s) for s in pts], hovertemplate=_HOVER,
                 marker=dict(symbol=SYMBOLS.get(outcome, "circle"), color=_color(outcome), size=SIZES.get(outcome, 10),
                             line=dict(color="#333", width=0.8))), row=1, col=1)
@@ -214,7 +226,7 @@ def staircase_figure(events: Sequence[Mapping[str, Any]], subs: Sequence[dict], 
         fig.update_xaxes(title_text="iteration (submission)", row=2, col=1)
     else:
         fig.update_xaxes(title_text="iteration (submission)", row=1, col=1)
-    fig.update_xaxes(range=[-0.3, last_it + 0.7])
+    fig.update_xaxes(range=[-0.3, last_it + 1.2])
     fig.update_layout(title="Best QPS by iteration: one point per submission (click one)", hovermode="closest",
                       legend=dict(font=dict(size=11)), clickmode="event")
     return fig
@@ -323,8 +335,16 @@ wire();
 
 
 def _totals_html(info: dict, refs: Sequence[dict]) -> Raw:
-    best = fmt_qps(info["best_qps"]) + (f" (×{info['speedup']:.2f})" if info["speedup"] else "")
-    items = [("submissions", info["submissions"]), ("accepted", info["accepted"]), ("best QPS", best),
+    head = info.get("final")
+    result = (f"×{head['ratio']:.3f} ({head['lo']:.3f}–{head['hi']:.3f}, 95%{', cap reached' if head.get('stopped') == 'cap' else ''})"
+              if head else f"not measured ({info['speedup_source']}: ×{info['speedup']:.2f})" if info["speedup"] else "not measured")
+    items = [("× start: final measurement", result)]
+    if head and head.get("reference") and info.get("reference_source") != "start":
+        items.append(("× reference: final measurement", final_mod.fmt_ratio(head["reference"])))
+    items += [(f"transfer: {r['label']}", final_mod.target_line(r)) for r in (head or {}).get("transfer") or []]
+    if info.get("product_of_steps") is not None:
+        items.append(("product of accepted steps", f"×{info['product_of_steps']:.3f}"))
+    items += [("submissions", info["submissions"]), ("accepted", info["accepted"]), ("best QPS", fmt_qps(info["best_qps"])),
              ("start QPS", fmt_qps(info["baseline_qps"])), ("tool calls", f"{info['tool_calls']:,}"),
              ("model calls", f"{info['model_calls']:,}"), ("tokens", f"{info['tokens']:,}"),
              ("cost", f"${info['cost_usd']:.2f}"), ("wall time", fmt_duration(info["wall_s"]))]
