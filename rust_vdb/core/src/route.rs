@@ -7,21 +7,17 @@
 //! until they hold `ROUTE_FACTOR * max(nprobe, default nprobe)` centroids, and picks its
 //! nprobe lists among those only.
 //!
-//! The lists two-level routing picks differ a little from flat routing's: those it misses lie
-//! beyond a group boundary, never the nearest. Its recall@10 at equal nprobe stays within
-//! about 0.002 of flat routing's on synth-sift and synth-float (benchmarks/results/perf.md).
-//! The floor of the default nprobe matters on diffuse real-valued data, where a query's
-//! nearest lists often sit outside its nearest group.
+//! The lists two-level routing picks differ a little from flat routing's (never the nearest;
+//! recall@10 within ~0.002 at equal nprobe, benchmarks/results/perf.md); the floor of the
+//! default nprobe serves diffuse data, whose nearest lists often sit outside the nearest group.
 //!
-//! With "l2" over "u8+f16" storage, two-level routing scores its candidates in integer
-//! arithmetic: the centroids are encoded with the index's own Sq8 quantizer (derived when the
-//! centroids are set, never stored), so the query's u8 code and the u8 l2 kernel of the scan
-//! (`l2_u8_batch_pre`, VNNI where the CPU has it) rank them over half the bytes of the f16
-//! copy. The codes round each centroid by up to half a step per dimension, which reorders
-//! near neighbours a little: the best `nprobe + RECHECK_MARGIN` are re-scored in f16 exactly
-//! as before, and the nprobe best of those are probed. A block of queries on a kernel table
-//! with a fast tile kernel (AMX) takes those u8 distances from one `l2_u8_tile_all` per sixteen
-//! queries over every centroid (`route_tile`): the same bits, so the same lists.
+//! With "l2" over "u8+f16" storage, two-level routing ranks its candidates over the centroids'
+//! u8 codes (the index's own Sq8 quantizer, derived when the centroids are set, never stored)
+//! with the scan's u8 l2 kernel (`l2_u8_batch_pre`): half the bytes of the f16 copy. The codes
+//! round each centroid by up to half a step per dimension, so the best `nprobe + RECHECK_MARGIN`
+//! are re-scored in f16 and the nprobe best of those are probed. A block of queries on a kernel
+//! table with a fast tile kernel (AMX) takes the u8 distances from one `l2_u8_tile_all` per
+//! sixteen queries over every centroid (`route_tile`): the same bits, so the same lists.
 
 use half::f16;
 
@@ -43,11 +39,9 @@ pub const ROUTE_BLOCK: usize = 128;
 /// Blocks with fewer queries route query by query with the kernels (a matrix product packs
 /// every centroid first, which only pays off over several queries).
 pub const ROUTE_GEMM_MIN: usize = 4;
-/// Candidates beyond nprobe re-scored in f16 after the u8 ranking. Measured on synth-sift-1m
-/// (nlist 4000, 10,000 queries, `margin_sweep` below), queries whose lists differ from f16
-/// routing's at nprobe 10 / 50 / 100: margin 0: 1205 / 3873 / 5403, 4: 0 / 37 / 168,
-/// 8: 0 / 1 / 4, 16: 0 / 1 / 1, 64: the same 0 / 1 / 1 (near-ties, 0.1 in 1e5, that the
-/// single-row and batch f16 kernels round apart). 16 costs 0.2 us a query more than 8.
+/// Candidates beyond nprobe re-scored in f16 after the u8 ranking: the smallest margin after
+/// which u8 routing probes f16 routing's lists (benches/margin_sweep.rs; "List identity" in
+/// benchmarks/results/perf-single-round2.md).
 pub const RECHECK_MARGIN: usize = 16;
 
 /// Inner products of m queries with every centroid (m x nlist): one matrix product for a
@@ -416,11 +410,9 @@ impl SuperRouting {
     }
 
     /// The `nprobe` lists query `q` probes into `order` as (score, list), best first, among
-    /// its `want` candidates: `candidates` then `keep_best`, or, with u8 codes and "l2", the
-    /// candidates ranked over the codes and the best `nprobe + RECHECK_MARGIN` of them scored
-    /// as `candidates` scores them (the lists differ only where the rounding of the centroids
-    /// pushes one of the nprobe best beyond that margin, or at near-ties the single-row and
-    /// batch f16 kernels round apart).
+    /// its `want` candidates: `candidates` then `keep_best`, or, with u8 codes and "l2",
+    /// `route_with_margin` (the same lists but where the rounding of the centroids pushes one
+    /// of the nprobe best beyond the margin, or at near-ties the f16 kernels round apart).
     #[allow(clippy::too_many_arguments)]
     pub fn route(
         &self,
@@ -432,31 +424,35 @@ impl SuperRouting {
         b: &mut RouteBufs,
         order: &mut Vec<(f32, u32)>,
     ) -> Routed {
-        let dim = self.dim;
-        let ng = self.groups();
-        let Some(cc) = self.codes.as_ref().filter(|_| !sim) else {
+        if sim || self.codes.is_none() {
+            let (dim, ng) = (self.dim, self.groups());
             let scored = self.candidates(kern, q, want, sim, &mut b.groups, &mut b.dots, order);
             keep_best(order, nprobe);
             // f32 super-centroids, then the f16 centroids of the opened groups
             let bytes = ng * 4 * dim + (scored - ng) * 2 * dim;
             return Routed { scored, bytes };
-        };
-        self.route_u8(cc, kern, q, nprobe, nprobe + RECHECK_MARGIN, want, b, order)
+        }
+        self.route_with_margin(kern, q, nprobe, RECHECK_MARGIN, want, b, order)
     }
 
-    /// `route` over the u8 codes `cc`, re-scoring the best `keep` candidates in f16.
+    /// `route` over the centroids' u8 codes ("l2"), re-scoring the best `nprobe + margin` in
+    /// f16 (`route` passes RECHECK_MARGIN; benches/margin_sweep.rs measures the others).
     #[allow(clippy::too_many_arguments)]
-    fn route_u8(
+    pub fn route_with_margin(
         &self,
-        cc: &CentroidCodes,
         kern: &Kernels,
         q: &[f32],
         nprobe: usize,
-        keep: usize,
+        margin: usize,
         want: usize,
         b: &mut RouteBufs,
         order: &mut Vec<(f32, u32)>,
     ) -> Routed {
+        let cc = self
+            .codes
+            .as_ref()
+            .expect("route_with_margin needs the centroids' u8 codes");
+        let keep = nprobe + margin;
         let mut code = std::mem::take(&mut b.code);
         code.resize(self.dim, 0);
         cc.sq.encode(q, &mut code);
@@ -524,9 +520,9 @@ impl SuperRouting {
         (b.code, b.tile) = (codes, all);
     }
 
-    /// `route_u8` for a query whose centroid distances come from `dists`: the groups nearest
-    /// to `q`, then the u8 distances of their centroids (in group order) until `want`, the best
-    /// `keep` of those re-scored in f16, and the `nprobe` best of these into `order`.
+    /// `route_with_margin` for a query whose centroid distances come from `dists`: the groups
+    /// nearest to `q`, then the u8 distances of their centroids (in group order) until `want`,
+    /// the best `keep` of those re-scored in f16, and the `nprobe` best of these into `order`.
     #[allow(clippy::too_many_arguments)]
     fn route_u8_among(
         &self,
@@ -599,377 +595,5 @@ impl SuperRouting {
             + self.codes.as_ref().map_or(0, CentroidCodes::bytes)
             + self.members.len() * 4
             + self.starts.len() * 8
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kernels::kernels;
-    use crate::rng::Rng;
-
-    fn centroids(n: usize, dim: usize) -> Vec<f32> {
-        let mut rng = Rng::new(9);
-        (0..n * dim)
-            .map(|_| f16::from_f32(rng.next_f64() as f32 * 10.0).to_f32())
-            .collect()
-    }
-
-    #[test]
-    fn small_indexes_route_flat_and_large_searches_too() {
-        assert!(SuperRouting::build(&centroids(MIN_NLIST - 1, 8), 8, 0, None).is_none());
-        // 4000 lists: default nprobe 64, so 16 x 64 = 1024 candidates up to nprobe 64.
-        assert_eq!(SuperRouting::want(10, 4000), 1024);
-        assert_eq!(SuperRouting::want(100, 4000), 1600);
-        assert!(SuperRouting::applies(10, 4000));
-        assert!(!SuperRouting::applies(200, 4000));
-        // 600 lists: default nprobe 32, 512 candidates of 600: every centroid is scored.
-        assert!(!SuperRouting::applies(1, 600));
-    }
-
-    #[test]
-    fn every_list_is_in_one_group_and_enough_candidates_are_scored() {
-        let (n, dim) = (900, 8);
-        let c = centroids(n, dim);
-        let r = SuperRouting::build(&c, dim, 1, None).unwrap();
-        assert_eq!(r.sup_norms.len(), 30);
-        let mut seen = r.members.clone();
-        seen.sort_unstable();
-        assert_eq!(seen, (0..n as u32).collect::<Vec<_>>());
-        let kern = kernels();
-        let (mut g, mut d, mut order) = (vec![], vec![], vec![]);
-        for want in [1, 50, 300, n] {
-            let scored = r.candidates(kern, &c[..dim], want, false, &mut g, &mut d, &mut order);
-            assert!(order.len() >= want.min(n), "{} < {want}", order.len());
-            assert_eq!(scored, order.len() + 30);
-            // Each candidate's score is its flat routing score (||c||^2 - 2 <q, c>).
-            for &(s, li) in &order {
-                let row = &c[li as usize * dim..(li as usize + 1) * dim];
-                let flat: f32 = row.iter().map(|v| v * v).sum::<f32>()
-                    - 2.0 * row.iter().zip(&c[..dim]).map(|(a, b)| a * b).sum::<f32>();
-                assert!(
-                    (s - flat).abs() <= 1e-3 * flat.abs().max(1.0),
-                    "{s} vs {flat}"
-                );
-            }
-        }
-        // The query's own centroid (list 0) is found by its nearest group.
-        r.candidates(kern, &c[..dim], 1, false, &mut g, &mut d, &mut order);
-        assert!(order.iter().any(|&(_, li)| li == 0));
-    }
-}
-
-#[cfg(test)]
-mod recall_tests {
-    use super::*;
-    use crate::kernels::kernels;
-    use crate::kmeans::{kmeans, row_norms};
-    use crate::rng::Rng;
-
-    /// Flat routing's nprobe best lists for q: (score, list), best first.
-    fn flat(c: &[f32], norms: &[f32], q: &[f32], nprobe: usize) -> Vec<u32> {
-        let dim = q.len();
-        let mut all: Vec<(f32, u32)> = c
-            .chunks_exact(dim)
-            .zip(norms)
-            .enumerate()
-            .map(|(i, (row, n))| {
-                (
-                    n - 2.0 * row.iter().zip(q).map(|(a, b)| a * b).sum::<f32>(),
-                    i as u32,
-                )
-            })
-            .collect();
-        all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        all.iter().take(nprobe).map(|x| x.1).collect()
-    }
-
-    #[test]
-    fn a_small_nprobe_still_finds_the_nearest_lists() {
-        // Diffuse real-valued data, where a query's nearest centroid is often outside its
-        // nearest group: with 16 x nprobe candidates alone nprobe=1 found it for ~75% of the
-        // queries of synth-float; the floor of 16 x the default nprobe must find nearly all.
-        let (n, dim, nlist) = (12_000, 8, 1100);
-        let mut rng = Rng::new(5);
-        let x: Vec<f32> = (0..n * dim).map(|_| rng.next_f64() as f32 * 10.0).collect();
-        let mut p = KMeansParams::new(nlist, 1);
-        p.niter = 4;
-        let c: Vec<f32> = kmeans(&x, dim, &p, &never_interrupt)
-            .unwrap()
-            .centroids
-            .iter()
-            .map(|&v| f16::from_f32(v).to_f32())
-            .collect();
-        let norms = row_norms(&c, dim);
-        let r = SuperRouting::build(&c, dim, 0, None).unwrap();
-        let kern = kernels();
-        let (mut g, mut d, mut order) = (vec![], vec![], vec![]);
-        for nprobe in [1usize, 4, 16] {
-            assert!(SuperRouting::applies(nprobe, nlist));
-            let (mut found, mut total) = (0, 0);
-            for q in x.chunks_exact(dim).step_by(37).take(200) {
-                r.candidates(
-                    kern,
-                    q,
-                    SuperRouting::want(nprobe, nlist),
-                    false,
-                    &mut g,
-                    &mut d,
-                    &mut order,
-                );
-                keep_best(&mut order, nprobe);
-                let want = flat(&c, &norms, q, nprobe);
-                found += want
-                    .iter()
-                    .filter(|li| order.iter().any(|o| o.1 == **li))
-                    .count();
-                total += nprobe;
-            }
-            let share = found as f64 / total as f64;
-            assert!(
-                share >= 0.97,
-                "nprobe {nprobe}: two-level routing found {share:.3} of the nearest lists"
-            );
-        }
-    }
-}
-
-#[cfg(test)]
-mod integer_tests {
-    use super::*;
-    use crate::kernels::available_tables;
-    use crate::kmeans::kmeans;
-    use crate::metric::Metric;
-    use crate::rng::Rng;
-
-    /// Clustered data: integers 0..=120 (SIFT-like, Sq8 step 1), or those over 7 (fractional
-    /// step); the coarse centroids of `nlist` lists.
-    fn data(integral: bool, n: usize, dim: usize, nlist: usize) -> (Vec<f32>, Vec<f32>) {
-        let mut rng = Rng::new(11);
-        let centres: Vec<f32> = (0..64 * dim).map(|_| rng.below(100) as f32).collect();
-        let x: Vec<f32> = (0..n)
-            .flat_map(|i| {
-                let c = &centres[(i % 64) * dim..(i % 64 + 1) * dim];
-                c.iter()
-                    .map(|&v| (v + rng.below(21) as f32).min(120.0))
-                    .collect::<Vec<_>>()
-            })
-            .map(|v| if integral { v } else { v / 7.0 })
-            .collect();
-        let mut p = KMeansParams::new(nlist, 2);
-        p.niter = 4;
-        let c = kmeans(&x, dim, &p, &never_interrupt).unwrap().centroids;
-        (x, c.iter().map(|&v| f16::from_f32(v).to_f32()).collect())
-    }
-
-    #[test]
-    fn integer_routing_picks_the_lists_of_f16_routing() {
-        let (n, dim, nlist) = (12_000, 24, 1100);
-        for integral in [true, false] {
-            let (x, c) = data(integral, n, dim, nlist);
-            let sq = Sq8::train(&x, dim, Metric::L2);
-            assert_eq!(sq.step[0] == 1.0, integral);
-            let f16_route = SuperRouting::build(&c, dim, 0, None).unwrap();
-            let u8_route = SuperRouting::build(&c, dim, 0, Some(&sq)).unwrap();
-            for kern in available_tables() {
-                let (mut b, mut g, mut d) = (RouteBufs::default(), vec![], vec![]);
-                let (mut want_order, mut got) = (vec![], vec![]);
-                for nprobe in [1usize, 5, 16] {
-                    let want = SuperRouting::want(nprobe, nlist);
-                    // queries: base rows, and points between two of them
-                    for (i, q) in x.chunks_exact(dim).step_by(41).take(150).enumerate() {
-                        let q: Vec<f32> = if i % 2 == 0 {
-                            q.to_vec()
-                        } else {
-                            let o = &x[(i * 97 % n) * dim..(i * 97 % n + 1) * dim];
-                            q.iter().zip(o).map(|(a, b)| (a + b) * 0.5).collect()
-                        };
-                        f16_route.candidates(
-                            kern,
-                            &q,
-                            want,
-                            false,
-                            &mut g,
-                            &mut d,
-                            &mut want_order,
-                        );
-                        keep_best(&mut want_order, nprobe);
-                        let r = u8_route.route(kern, &q, nprobe, want, false, &mut b, &mut got);
-                        let lists = |o: &[(f32, u32)]| o.iter().map(|x| x.1).collect::<Vec<_>>();
-                        assert_eq!(
-                            lists(&got),
-                            lists(&want_order),
-                            "{} integral {integral} nprobe {nprobe} query {i}",
-                            kern.name
-                        );
-                        assert!(r.scored >= want.min(nlist));
-                    }
-                    // Tiles of queries (every centroid scored at once) probe the same lists as
-                    // each query alone; tiles of 16, then a shorter last one.
-                    let qs: Vec<f32> = x
-                        .chunks_exact(dim)
-                        .step_by(37)
-                        .take(37)
-                        .flatten()
-                        .copied()
-                        .collect();
-                    for (t, tile) in qs.chunks(16 * dim).enumerate() {
-                        let mut lists = Vec::new();
-                        u8_route.route_tile(
-                            kern,
-                            tile,
-                            nprobe,
-                            want,
-                            &mut b,
-                            &mut got,
-                            |j, o, r| {
-                                assert_eq!(r.scored, u8_route.groups() + nlist);
-                                lists.push((j, o.iter().map(|x| x.1).collect::<Vec<_>>()));
-                            },
-                        );
-                        assert_eq!(lists.len(), tile.len() / dim);
-                        for (j, l) in lists {
-                            let q = &tile[j * dim..(j + 1) * dim];
-                            u8_route.route(kern, q, nprobe, want, false, &mut b, &mut got);
-                            let alone: Vec<u32> = got.iter().map(|x| x.1).collect();
-                            assert_eq!(
-                                l, alone,
-                                "{} tile {t} query {j} nprobe {nprobe}",
-                                kern.name
-                            );
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// The measurement behind RECHECK_MARGIN: `VDB_INDEX=path VDB_QUERIES=raw f32 file`
-    /// `cargo test --release -p vdb-core margin_sweep -- --ignored --nocapture` prints, per
-    /// margin, how many queries probe other lists than f16 routing.
-    #[test]
-    #[ignore]
-    fn margin_sweep() {
-        let (Ok(path), Ok(qpath)) = (std::env::var("VDB_INDEX"), std::env::var("VDB_QUERIES"))
-        else {
-            return;
-        };
-        let idx = crate::persist::load(std::path::Path::new(&path)).unwrap();
-        let dim = idx.dim;
-        let nlist = idx.lists.len();
-        let bytes = std::fs::read(qpath).unwrap();
-        let qs: Vec<f32> = bytes
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
-        let r = idx.routing.as_ref().unwrap();
-        let kern = crate::kernels::kernels();
-        let (mut b, mut g, mut d, mut want_order) = (RouteBufs::default(), vec![], vec![], vec![]);
-        for nprobe in [10usize, 50, 100] {
-            let want = SuperRouting::want(nprobe, nlist);
-            let t = std::time::Instant::now();
-            let flat: Vec<Vec<u32>> = qs
-                .chunks_exact(dim)
-                .map(|q| {
-                    r.candidates(kern, q, want, false, &mut g, &mut d, &mut want_order);
-                    keep_best(&mut want_order, nprobe);
-                    let mut l: Vec<u32> = want_order.iter().map(|x| x.1).collect();
-                    l.sort_unstable();
-                    l
-                })
-                .collect();
-            let us = t.elapsed().as_secs_f64() * 1e6 / flat.len() as f64;
-            eprintln!("nprobe {nprobe} f16 routing: {us:.1} us/query");
-            let cc = r.codes.as_ref().unwrap();
-            for margin in [0usize, 2, 4, 8, 16, 32, 64] {
-                let mut differ = 0;
-                let t = std::time::Instant::now();
-                for (q, f) in qs.chunks_exact(dim).zip(&flat) {
-                    let o = &mut want_order;
-                    r.route_u8(cc, kern, q, nprobe, nprobe + margin, want, &mut b, o);
-                    let mut l: Vec<u32> = o.iter().map(|x| x.1).collect();
-                    l.sort_unstable();
-                    differ += (l != *f) as usize;
-                }
-                let us = t.elapsed().as_secs_f64() * 1e6 / flat.len() as f64;
-                eprintln!(
-                    "nprobe {nprobe} margin {margin}: {differ} of {} queries probe other lists \
-                     ({us:.1} us/query)",
-                    flat.len()
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn pair_keys_order_like_total_cmp_then_list() {
-        let scores = [
-            f32::NEG_INFINITY,
-            -3.5,
-            -1e-30,
-            -0.0,
-            0.0,
-            1e-30,
-            2.0,
-            2.0,
-            7.25,
-            f32::INFINITY,
-            f32::NAN,
-            -f32::NAN,
-        ];
-        let mut pairs = Vec::new();
-        for (i, &s) in scores.iter().enumerate() {
-            pairs.push((s, (i * 7 % 5) as u32));
-            pairs.push((s, 3));
-        }
-        for &(s, l) in &pairs {
-            let (s2, l2) = key_pair(pair_key(s, l));
-            assert_eq!((s2.to_bits(), l2), (s.to_bits(), l));
-        }
-        let mut by_pair = pairs.clone();
-        by_pair.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut by_key: Vec<u64> = pairs.iter().map(|&(s, l)| pair_key(s, l)).collect();
-        by_key.sort_unstable();
-        let back: Vec<(u32, u32)> = by_key
-            .iter()
-            .map(|&k| key_pair(k))
-            .map(|(s, l)| (s.to_bits(), l))
-            .collect();
-        let want: Vec<(u32, u32)> = by_pair.iter().map(|&(s, l)| (s.to_bits(), l)).collect();
-        assert_eq!(back, want);
-    }
-
-    #[test]
-    fn keep_smallest_keeps_the_same_set_as_a_full_selection() {
-        let mut rng = Rng::new(4);
-        let mut tmp = Vec::new();
-        for &(n, keep) in &[
-            (0usize, 3usize),
-            (10, 0),
-            (10, 10),
-            (50, 3),
-            (1061, 68),
-            (4000, 1),
-            (3000, 200),
-        ] {
-            for seed in 0..20u64 {
-                // distinct keys, many equal high halves (ties of the u8 distance)
-                let keys: Vec<u64> = (0..n as u64)
-                    .map(|p| ((rng.below(300) as u64 + seed) << 32) | p)
-                    .collect();
-                let mut want = keys.clone();
-                want.sort_unstable();
-                want.truncate(keep);
-                let mut got = keys.clone();
-                keep_smallest(&mut got, keep, &mut tmp);
-                got.sort_unstable();
-                assert_eq!(got, want, "n {n} keep {keep} seed {seed}");
-            }
-        }
-        // keys in ascending order: the sampled bound is too tight, the full selection runs
-        let mut got: Vec<u64> = (0..1000).collect();
-        keep_smallest(&mut got, 100, &mut tmp);
-        got.sort_unstable();
-        assert_eq!(got, (0..100).collect::<Vec<_>>());
     }
 }
