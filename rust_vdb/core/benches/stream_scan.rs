@@ -23,6 +23,8 @@ fn main() {
     if std::env::var("HUGE").is_ok() {
         let p = codes.as_mut_ptr() as usize;
         let a = (p + (2 << 20) - 1) & !((2 << 20) - 1);
+        // SAFETY: [a, p + rows * DIM) lies inside `codes`' allocation (a is p rounded up to
+        // 2 MiB, the buffer is hundreds of MiB); madvise only advises, it touches no memory.
         let r = unsafe {
             libc::madvise(
                 a as *mut libc::c_void,
@@ -56,6 +58,8 @@ fn main() {
                     let p = codes[next * LIST * DIM..].as_ptr();
                     let mut o = 0;
                     while o < (pf_kib * 1024).min(LIST * DIM) {
+                        // SAFETY: o < LIST * DIM keeps p + o inside list `next`'s codes; a prefetch
+                        // never faults.
                         unsafe {
                             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
                                 p.add(o) as *const i8,
@@ -66,6 +70,8 @@ fn main() {
                     let tp = terms[next * LIST..].as_ptr() as *const u8;
                     let mut o = 0;
                     while o < LIST * 4 {
+                        // SAFETY: o < LIST * 4 keeps tp + o inside list `next`'s terms; a prefetch
+                        // never faults.
                         unsafe {
                             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
                                 tp.add(o) as *const i8,
@@ -105,6 +111,8 @@ fn main() {
                     let p = codes[next * LIST * DIM + c * 16 * DIM..].as_ptr();
                     let mut o = 0;
                     while o < 16 * DIM {
+                        // SAFETY: o < 16 * DIM keeps p + o inside block c of list `next`'s codes; a
+                        // prefetch never faults.
                         unsafe {
                             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
                                 p.add(o) as *const i8,

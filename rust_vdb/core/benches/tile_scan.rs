@@ -55,6 +55,8 @@ fn main() {
             (at.as_ptr() as usize, at.len()),
         ] {
             let a = (p + (2 << 20) - 1) & !((2 << 20) - 1);
+            // SAFETY: [a, p + len) lies inside the live Vec (a is p rounded up to 2 MiB, the
+            // arenas are far larger); madvise only advises the kernel, it touches no memory.
             unsafe {
                 libc::madvise(a as *mut libc::c_void, len - (a - p), libc::MADV_HUGEPAGE);
                 libc::madvise(

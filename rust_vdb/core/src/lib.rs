@@ -1,5 +1,8 @@
 //! vdb-core: the vdbbench engine. Pure Rust; the Python bindings live in `rust_vdb/py`.
 
+// Every unsafe block says why it is sound (CI denies this lint for benches and tests too).
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod defaults;
 pub mod error;
 pub mod flat;

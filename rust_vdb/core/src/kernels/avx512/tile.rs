@@ -403,9 +403,8 @@ unsafe fn l2_u8_tile_all_impl(
     }
 }
 
-/// Rows ahead of the current block that `amx_rows` prefetches (8 KiB at dim 128). Batch at 1M,
-/// one thread, against none: 32 rows 1.05x, 64 1.06x, 128 1.00x, 256 0.98x; prefetching the
-/// next list's first rows as well added nothing (1.04x).
+/// Rows ahead of the current block that `amx_rows` prefetches (8 KiB at dim 128): the fastest
+/// distance measured (benchmarks/results/perf-build-round3.md).
 const PREFETCH_ROWS: usize = 64;
 
 /// The widest query `amx_rows` takes: four 64-dim chunks, one tile register each.
