@@ -53,13 +53,15 @@ def test_prices_cover_common_models_and_provider_prefixes():
     assert cost_of("local", 10**9, 10**9) == 0.0
 
 
-def test_unknown_model_costs_zero_and_warns_once():
+def test_unknown_model_costs_zero_and_warns_once(capsys):
     table = PriceTable()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said on stderr, not as a Python warning (no source line)
         assert table.cost_of("my-private-model", 1000, 1000) == 0.0
         assert table.cost_of("my-private-model", 1000, 1000) == 0.0
-    assert len(caught) == 1 and "my-private-model" in str(caught[0].message)
+    err = capsys.readouterr().err
+    assert err.startswith("WARNING: no price known for model 'my-private-model'") and err.count("\n") == 1
+    assert "[prices] table" in err  # brackets as text, not markup
 
 
 def test_price_overrides_from_card_and_file(tmp_path):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from importlib import import_module
 
 # The area CLIs import UsageError from here; it lives on the floor (vdbbench.common), so
 # lower layers can raise it without importing the command line.
+from vdbbench.common.console import say_warning
 from vdbbench.common.errors import UsageError
 
 # Each module named here exposes `register(subparsers)`; the handler it sets with
@@ -34,6 +36,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say_python_warnings_once():
+    """A `warnings.showwarning` for a command's run: each Python warning raised under it (a
+    library's, or one of ours that slipped through) said once, as the command's own warning line,
+    not as `file.py:123: UserWarning` and the source line. The filters still decide what shows."""
+    said: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if str(message) not in said:
+            said.add(str(message))
+            say_warning(str(message))
+
+    return show
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -41,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _say_python_warnings_once()
+            return int(args.func(args) or 0)
     except UsageError as exc:
         print(f"vdbbench {args.command}: error: {exc}", file=sys.stderr)
         return 2

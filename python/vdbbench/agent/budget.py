@@ -7,12 +7,12 @@ import json
 import math
 import re
 import tomllib
-import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from vdbbench.agent.facts import Usage  # noqa: F401 - budgets are checked against it
+from vdbbench.common.console import say_warning
 
 # Names used in the journal's `budget_stop.which`, in the order they are checked.
 BUDGET_NAMES = ("iterations", "tool_calls", "tokens", "cost", "wall_time")
@@ -207,10 +207,9 @@ class PriceTable:
         if price is None:
             if model not in self._warned:
                 self._warned.add(model)
-                warnings.warn(
+                say_warning(
                     f"no price known for model {model!r}: its cost is counted as 0; add it with a prices file "
-                    f"(e.g. {{\"{model}\": {{\"prompt\": 1.0, \"completion\": 2.0}}}}) or the task card's [prices] table",
-                    stacklevel=2,
+                    f"(e.g. {{\"{model}\": {{\"prompt\": 1.0, \"completion\": 2.0}}}}) or the task card's [prices] table"
                 )
             return 0.0
         return ((prompt_tokens or 0) * price.prompt_per_m + (completion_tokens or 0) * price.completion_per_m) / 1e6

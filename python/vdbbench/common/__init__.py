@@ -5,9 +5,11 @@ Nothing here imports from the rest of vdbbench, so any area may import it withou
 - `recall`: recall@k as ann-benchmarks defines it, and the target every area defaults to;
 - `ivf`: the IVF defaults ours and the faiss peers share (nlist, the rerank rule, the k-means sample);
 - `vectors`: row normalisation (cosine search as inner product);
-- `errors`: the usage error every CLI area raises for exit code 2.
+- `errors`: the usage error every CLI area raises for exit code 2;
+- `console`: the warning line every area says on stderr (never a Python warning).
 """
 
+from vdbbench.common.console import say_warning
 from vdbbench.common.errors import UsageError
 from vdbbench.common.ivf import check_rerank, default_nlist, train_sample, train_sample_size
 from vdbbench.common.recall import RECALL_K, RECALL_TARGET, id_recall, knn_recall, metric_distances
@@ -23,6 +25,7 @@ __all__ = [
     "knn_recall",
     "metric_distances",
     "normalize_rows",
+    "say_warning",
     "train_sample",
     "train_sample_size",
 ]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vdbbench.common.console import say_warning
 from vdbbench.datasets import registry as reg
 from vdbbench.datasets import synth
 from vdbbench.datasets.base import Dataset, DatasetError, check_metric, content_hash, validate
@@ -38,12 +39,6 @@ def parse_synth_name(name: str) -> tuple[str, int] | None:
     if n <= 0:
         raise DatasetError(f"{name}: the size must be positive")
     return m.group(1), n
-
-
-def _warn(message: str) -> None:
-    from rich.console import Console
-
-    Console(stderr=True).print(f"[bold yellow]WARNING[/]: {message}", highlight=False)
 
 
 def generate(name: str, seed: int = 0, nq: int | None = None) -> Dataset:
@@ -203,10 +198,13 @@ def resolve(name_or_path: str | os.PathLike, *, allow_download: bool = True, off
         if source is not None:
             return _load_registered(entry, source), entry.folder
         if entry.fallback and offline_fallback:
-            _warn(
-                f"[bold]{name} is not available[/]: {failure}\n"
+            from rich.markup import escape
+
+            say_warning(
+                f"[bold]{name} is not available[/]: {escape(failure)}\n"
                 f"Falling back to the GENERATED replica [bold]{entry.fallback}[/]: every figure measured "
-                f"on it is recorded as synthetic and is NOT a {name} result."
+                f"on it is recorded as synthetic and is NOT a {name} result.",
+                markup=True,
             )
             ds, folder = resolve(entry.fallback, seed=seed)
             ds.extra.update(requested=name, fallback_reason=failure)
