@@ -1,56 +1,168 @@
-"""The import layering: the shared floor imports nothing above it, datasets nothing from the
-benchmark, peers nothing from the benchmark (they meet in the adapter registry)."""
+"""The import layering of python/vdbbench: each area imports only its own modules and the areas of
+lower layers (never one beside or above it), and no package has an import circle. Imports inside
+functions and under TYPE_CHECKING count: when they run, they close circles all the same."""
 
 from __future__ import annotations
 
 import ast
+import sys
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from vdbbench.common import RECALL_TARGET, check_rerank, default_nlist, normalize_rows
-
 PKG = Path(__file__).resolve().parents[1] / "python" / "vdbbench"
 
+# Lowest first: an area may import the areas of the layers before its own.
+LAYERS = (
+    # The compiled engine imports no Python of ours, so every layer may ask it (the floor asks it
+    # for its IVF defaults); `vdbbench` itself only re-exports the engine, lazily.
+    ("vdbbench._rust_vdb", "vdbbench"),
+    ("vdbbench.common",),
+    ("vdbbench.datasets", "vdbbench.adapters"),
+    # Peers and the benchmark meet in the adapter registry, which names peers without importing them.
+    ("vdbbench.peers", "vdbbench.bench"),
+    ("vdbbench.agent",),
+    ("vdbbench.pages",),
+    ("vdbbench.cli",),
+    ("vdbbench.__main__",),
+)
+AREAS = {area: rank for rank, layer in enumerate(LAYERS) for area in layer}
 
-def _imports(folder: str) -> dict[str, set[str]]:
-    """Every vdbbench module each file of ``folder`` imports (top level or inside functions)."""
-    out: dict[str, set[str]] = {}
-    for path in sorted((PKG / folder).glob("*.py")):
-        names: set[str] = set()
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@lru_cache(maxsize=1)
+def _module_graph() -> dict[str, set[str]]:
+    """Every module of the package -> the vdbbench modules it imports anywhere in its file.
+
+    `from pkg import name` counts as pkg.name when that is a module, else as pkg; relative imports
+    are resolved.
+    """
+    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    known = set(files) | {"vdbbench._rust_vdb"}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module)
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                if base == "vdbbench" or base.startswith("vdbbench."):
+                    deps |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
             elif isinstance(node, ast.Import):
-                names.update(a.name for a in node.names)
-        out[path.name] = {n for n in names if n.startswith("vdbbench")}
-    return out
+                deps |= {a.name for a in node.names if a.name == "vdbbench" or a.name.startswith("vdbbench.")}
+        graph[name] = deps - {name}
+    return graph
 
 
-@pytest.mark.parametrize("folder, allowed", [
-    ("common", ("vdbbench.common",)),
-    ("datasets", ("vdbbench.common", "vdbbench.datasets", "vdbbench._rust_vdb", "vdbbench")),
-    ("adapters", ("vdbbench.common", "vdbbench.adapters")),
-    ("peers", ("vdbbench.common", "vdbbench.adapters", "vdbbench.peers")),
-])
-def test_lower_layers_import_only_what_is_below(folder, allowed):
-    for name, mods in _imports(folder).items():
-        bad = [m for m in mods if not any(m == a or m.startswith(a + ".") for a in allowed)]
-        assert not bad, f"{folder}/{name} imports {bad} (allowed: {allowed})"
+def _area(module: str) -> str | None:
+    """The area a module belongs to: the longest area name it is, or lies under."""
+    hits = [a for a in AREAS if module == a or module.startswith(a + ".")]
+    return max(hits, key=len) if hits else None
 
 
-def test_the_registry_names_peers_without_importing_them():
-    mods = _imports("adapters")["registry.py"]
-    assert not any(m.startswith(("vdbbench.bench", "vdbbench.peers")) for m in mods)
+def _upward_imports(graph: dict[str, set[str]], area: str) -> list[str]:
+    """`module -> import` for each import of `area`'s modules into its own layer or above it."""
+    return sorted(
+        f"{mod} -> {dep}"
+        for mod, deps in graph.items() if _area(mod) == area
+        for dep in deps if _area(dep) != area and AREAS[_area(dep) or area] >= AREAS[area]
+    )
 
 
-def test_shared_definitions():
-    assert RECALL_TARGET == 0.95
-    assert default_nlist(1_000_000) == 4000 and default_nlist(1) == 1 and default_nlist(10) == 10
-    assert check_rerank([0, 10, 40], 10) == (0, 10, 40)
-    with pytest.raises(ValueError, match="rerank 5 must be 0"):
-        check_rerank([0, 5], 10)
-    with pytest.raises(ValueError, match="rerank -1"):
-        check_rerank([-1], 10)
-    x = normalize_rows(__import__("numpy").array([[3.0, 4.0], [0.0, 0.0]]))
-    assert x.dtype.name == "float32" and abs(float(x[0] @ x[0]) - 1.0) < 1e-6 and not x[1].any()
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of the graph: its strongly connected components of two or more modules
+    (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v] & graph.keys()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph) + 100))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return found
+
+
+def _packages() -> list[str]:
+    return sorted(_module_name(p.parent) for p in PKG.rglob("__init__.py"))
+
+
+def _inside(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
+    """The graph among the modules of `package` itself (its __init__ and direct modules)."""
+    mods = {m for m in graph if m == package or m.rpartition(".")[0] == package}
+    return {m: graph[m] & mods for m in mods}
+
+
+def test_the_checks_find_a_circle_and_an_upward_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e", "d"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+    made_up = {"vdbbench.common.x": {"vdbbench.bench.y", "vdbbench._rust_vdb"}, "vdbbench.bench.y": set()}
+    assert _upward_imports(made_up, "vdbbench.common") == ["vdbbench.common.x -> vdbbench.bench.y"]
+    assert _upward_imports(made_up, "vdbbench.bench") == []
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in _module_graph() if _area(m) is None] == []
+
+
+def _xfail_for(area: str, known: dict[str, str]):
+    return pytest.param(area, marks=pytest.mark.xfail(strict=False, reason=known[area])) if area in known else area
+
+
+# Being removed in parallel; the marks go when they are.
+KNOWN_UPWARD = {
+    "vdbbench.pages": "pages/cli.py imports UsageError from vdbbench.cli (the command line, above "
+                      "pages); it lives in vdbbench.common",
+}
+KNOWN_CIRCLES = {
+    "vdbbench.agent": "agent/{judge,loop,startup,tools}.py: startup and tools import loop's Session, "
+                      "which imports them; judge takes METRICS_TRAILER from startup",
+}
+
+
+@pytest.mark.parametrize("area", [_xfail_for(a, KNOWN_UPWARD) for a in AREAS if a != "vdbbench._rust_vdb"])
+def test_no_area_imports_one_beside_or_above_it(area):
+    bad = _upward_imports(_module_graph(), area)
+    assert not bad, f"{area} imports from its own layer or above: " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("package", [_xfail_for(p, KNOWN_CIRCLES) for p in _packages()])
+def test_no_import_circle_inside_a_package(package):
+    circles = _circles(_inside(_module_graph(), package))
+    assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)

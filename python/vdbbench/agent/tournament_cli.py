@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from vdbbench.cli import UsageError
+from vdbbench.common.errors import UsageError
 
 
 def register_tournament_commands(sub) -> None:
