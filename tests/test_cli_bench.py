@@ -12,6 +12,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest
 
+from vdbbench.bench.results import headline_entry
 from vdbbench.cli import main
 
 DATASET = "synth-sift-5k"  # small: the README test covers synth-sift-20k
@@ -79,7 +80,7 @@ def test_missed_target_still_writes_files_and_exits_1(tmp_path, capsys):
         (["--index", "faiss-ivf-flat", "--mode", "fast"], "--mode expects batch, single and/or concurrent"),
         (["--index", "faiss-ivf-flat", "--nprobe", "1,x"], "--nprobe expects comma-separated integers"),
         (["--index", "faiss-ivf-flat", "--nprobe", "100000"], "nprobe 100000 is outside 1..nlist=283"),
-        (["--index", "faiss-ivf-sq8-refine", "--rerank", "5"], "--rerank 5 must be 0 (u8 results alone) or >= k=10"),
+        (["--index", "faiss-ivf-sq8-refine", "--rerank", "5"], "--rerank=5 is below k=10; expected 0 (u8 results alone) or rerank >= k"),
         (["--index", "faiss-ivf-flat", "--target-recall", "1.5"], "--target-recall expects a value in (0, 1]"),
     ],
 )
@@ -122,8 +123,16 @@ def test_plot_and_compare_read_result_files(tmp_path, capsys):
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     capsys.readouterr()
     assert main(["compare", str(out / "faiss-ivf-flat.json"), str(out / "faiss-ivf-sqfp16.json")]) == 0
-    text = capsys.readouterr().out
-    assert "headline QPS batch @ 1t" in text and "bytes" in text and "x" in text
+    rows = {}  # the table's body rows: what -> [A, B, B / A]
+    for line in capsys.readouterr().out.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) == 4:
+            rows[cells[0]] = cells[1:]
+    a, b = (json.loads((out / f"{n}.json").read_text()) for n in ("faiss-ivf-flat", "faiss-ivf-sqfp16"))
+    qa, qb = (headline_entry(r, "batch", 1)["qps"] for r in (a, b))
+    assert rows["headline QPS batch @ 1t"] == [f"{qa:,.0f}", f"{qb:,.0f}", f"{qb / qa:.2f}x"]
+    ba, bb = a["build"]["bytes"], b["build"]["bytes"]
+    assert bb < ba and rows["bytes"][2] == f"{bb / ba:.2f}x"  # f16 vectors: about half the bytes
     # a file that is not a result: exit 2 and why
     bogus = tmp_path / "bogus.json"
     bogus.write_text("{}")

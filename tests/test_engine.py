@@ -366,3 +366,21 @@ def test_default_nprobe_grows_with_nlist():
         d, i = idx.search(queries, k=5)
         assert idx.last_search_stats()["lists_probed"] == expected * len(queries)
         np.testing.assert_array_equal(i, idx.search(queries, k=5, nprobe=expected)[1])
+
+
+def test_the_shared_ivf_defaults_are_what_an_index_does(small):
+    """vdbbench.common's nlist and rerank rule (what sweeps and the faiss peers use before any
+    index exists) are the engine's: the nlist an index picks, the refusal a search gives."""
+    from vdbbench.common import check_rerank, default_nlist
+
+    base, queries = small
+    for n in (1, 10, 3_000):
+        idx = vb.IvfIndex(base.shape[1], storage="f32")
+        idx.train(base[:n])
+        assert idx.nlist == default_nlist(n), n
+    assert check_rerank([0, 10, 40], 10) == (0, 10, 40)
+    with pytest.raises(ValueError) as rule:
+        check_rerank([0, 5], 10)
+    with pytest.raises(vb.InvalidInput) as search:
+        built(base).search(queries[:1], k=10, rerank=5)
+    assert str(rule.value) == str(search.value)

@@ -33,6 +33,14 @@ def set_simd_level(level: str | None) -> str:
     ``VDBBENCH_SIMD`` environment cap); returns the level now active. Raises InvalidInput for
     an unknown name or a level this CPU lacks."""
 
+def default_nlist(n: int) -> int:
+    """The nlist an index trained on ``n`` vectors uses when given none: round(4 * sqrt(n)),
+    within 1..n (at least 1). InvalidInput for n < 0."""
+
+def check_rerank(rerank: int, k: int) -> None:
+    """Raises InvalidInput, as a search would, unless ``rerank`` is 0 (the u8 results alone)
+    or >= k (k >= 1)."""
+
 class FlatIndex:
     """Exact (brute-force) search over float32 vectors: the reference.
 

@@ -1,9 +1,11 @@
 """The floor: definitions several areas share (datasets, bench, peers, agent).
 
-Nothing here imports from the rest of vdbbench, so any area may import it without a cycle:
+Nothing here imports from the rest of vdbbench but the compiled engine (`vdbbench._rust_vdb`,
+which imports no Python of ours), so any area may import it without a cycle:
 
 - `recall`: recall@k as ann-benchmarks defines it, and the target every area defaults to;
-- `ivf`: the IVF defaults ours and the faiss peers share (nlist, the rerank rule, the k-means sample);
+- `ivf`: the IVF defaults ours and the faiss peers share (nlist and the rerank rule, asked of the
+  engine that owns them; the k-means sample);
 - `vectors`: row normalisation (cosine search as inner product);
 - `errors`: the usage error every CLI area raises for exit code 2;
 - `console`: the warning line every area says on stderr (never a Python warning).

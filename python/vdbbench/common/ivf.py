@@ -1,29 +1,37 @@
 """IVF defaults shared by our engine's adapter, the faiss IVF peers and the dataset calibration:
-nlist, the rerank rule and the k-means training sample."""
+nlist and the rerank rule (both the engine's own, asked of it) and the k-means training sample."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import numpy as np
 
 
+def _engine():
+    # Imported on first use, so that `import vdbbench.common` (every CLI start-up) does not load
+    # the compiled extension (see vdbbench/__init__.py).
+    from vdbbench import _rust_vdb
+
+    return _rust_vdb
+
+
 def default_nlist(n: int) -> int:
-    """The number of IVF lists used unless told otherwise: 4*sqrt(n), within 1..n."""
-    return max(1, min(n, int(round(4.0 * math.sqrt(n)))))
+    """The number of IVF lists used unless told otherwise: the engine's round(4 sqrt(n)), in 1..n."""
+    return _engine().default_nlist(n)
 
 
 def check_rerank(values: Iterable[int], k: int) -> tuple[int, ...]:
-    """The rerank depths as a tuple; ValueError unless each is 0 (u8 results alone) or >= k.
+    """The rerank depths as a tuple; ValueError (the engine's InvalidInput) unless each is 0
+    (u8 results alone) or >= k.
 
-    The engine checks the same rule on every call; this lets a sweep refuse bad values before
-    anything is built.
+    The engine applies the same rule on every search; this lets a sweep refuse bad values before
+    anything is built, with the engine's own message.
     """
     out = tuple(int(v) for v in values)
-    bad = [r for r in out if r < 0 or 0 < r < k]
-    if bad:
-        raise ValueError(f"rerank {bad[0]} must be 0 (u8 results alone) or >= k={k}")
+    engine = _engine()
+    for r in out:
+        engine.check_rerank(r, k)
     return out
 
 

@@ -4,7 +4,7 @@ use crate::error::{Result, VdbError};
 
 /// Number of rows of a row-major matrix of `dim` columns; refuses a ragged length.
 pub fn rows(data: &[f32], dim: usize, what: &str) -> Result<usize> {
-    if dim == 0 || data.len() % dim != 0 {
+    if dim == 0 || !data.len().is_multiple_of(dim) {
         return Err(VdbError::InvalidInput(format!(
             "{what}: {} values do not form rows of dim={dim}",
             data.len()
@@ -52,4 +52,39 @@ pub fn k(k: usize, ntotal: usize) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The rerank rule: 0 (the u8 results alone) or at least k.
+pub fn rerank(rerank: usize, k: usize) -> Result<()> {
+    if rerank > 0 && rerank < k {
+        return Err(VdbError::InvalidInput(format!(
+            "rerank={rerank} is below k={k}; expected 0 (u8 results alone) or rerank >= k"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::never_interrupt;
+    use crate::{IvfIndex, Metric, Storage};
+
+    /// `rerank` (what Python checks before a sweep) refuses exactly what a search refuses.
+    #[test]
+    fn the_rerank_rule_is_the_one_searches_apply() {
+        let x: Vec<f32> = (0..64 * 4).map(|i| (i * 37 % 101) as f32).collect();
+        let mut idx = IvfIndex::new(4, Some(2), Metric::L2, Storage::U8F16, 0).unwrap();
+        idx.train(&x, None, &never_interrupt).unwrap();
+        idx.add(&x, None, None, &never_interrupt).unwrap();
+        for k in [1, 5, 10] {
+            for r in [0, 1, 4, 5, 9, 10, 64] {
+                let rule = super::rerank(r, k).map_err(|e| e.to_string());
+                let search = idx
+                    .params(k, None, Some(r))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+                assert_eq!(rule, search, "rerank {r} k {k}");
+            }
+        }
+    }
 }

@@ -1,7 +1,11 @@
 //! The `vdbbench._rust_vdb` extension module: registers the binding types.
 
+// Every unsafe block says why it is sound (this crate has none today).
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod arrays;
 mod call;
+mod defaults;
 mod errors;
 mod flat;
 mod ivf;
@@ -47,7 +51,7 @@ fn set_simd_level(level: Option<&str>) -> PyResult<&'static str> {
 fn _rust_vdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add(
         "__doc__",
-        "vdbbench engine (Rust): FlatIndex, IvfIndex, errors, SIMD level.",
+        "vdbbench engine (Rust): FlatIndex, IvfIndex, errors, SIMD level, defaults.",
     )?;
     errors::register(m)?;
     m.add_class::<flat::FlatIndex>()?;
@@ -55,5 +59,7 @@ fn _rust_vdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(available_simd_levels, m)?)?;
     m.add_function(wrap_pyfunction!(set_simd_level, m)?)?;
+    m.add_function(wrap_pyfunction!(defaults::default_nlist, m)?)?;
+    m.add_function(wrap_pyfunction!(defaults::check_rerank, m)?)?;
     Ok(())
 }
