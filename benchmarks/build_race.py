@@ -1,4 +1,4 @@
-"""Build time (train + add) of two indexes on the same data and threads, interleaved: issue 7's build target.
+"""Build time (train + add) of two indexes on the same data and threads, interleaved (ours against faiss IVF-SQ8 by default).
 
 Usage::
 

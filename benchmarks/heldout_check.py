@@ -1,4 +1,4 @@
-"""Recall@10 of a run's headline points on queries the run never saw (issue 7: "checked on held-out queries").
+"""Recall@10 of a run's headline points on queries the run never saw: is the headline tuned to its queries?
 
 Usage::
 

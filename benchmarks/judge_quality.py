@@ -152,13 +152,34 @@ def true_gain(fast_lib: Path, slow_lib: Path, batches: int, seconds: float, dim:
             "fast_qps_median": float(np.median(qps["fast"])), "slow_qps_median": float(np.median(qps["slow"]))}
 
 
+def build_both(work: Path) -> tuple[Path, Path]:
+    """The fast (null-repo) and slowed (power-repo) versions built as a session builds them."""
+    from vdbbench.agent import workspace as wsp
+    from vdbbench.agent.task import load_task
+
+    # Each version in a cargo target folder of its own: cargo keys a path package by its place
+    # relative to the workspace, so the two repositories (same layout, sources older than the
+    # last build) would share one fingerprint and the second build would reuse the first's library.
+    libs = {}
+    for name in ("null", "power"):
+        repo = work / f"{name}-repo"
+        target = Path(os.environ["VDBBENCH_AGENT_TARGET_DIR"]) / f"true-gain-{name}"
+        res = wsp.build(repo, load_task(repo / "task.toml"), target, work / f"lib-{name}")
+        if not res.ok:
+            raise SystemExit(f"building the {name} version failed: {res.errors}")
+        libs[name] = work / f"lib-{name}" / "fixture_vdb.so"
+    if libs["null"].read_bytes() == libs["power"].read_bytes():
+        raise SystemExit("the fast and the slowed builds are the same library: the true gain cannot be measured")
+    return libs["null"], libs["power"]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--code", help="a python/ source folder whose vdbbench judge to measure (default: this checkout's)")
     ap.add_argument("--null", type=int, default=20, help="no-effect submissions (default 20)")
     ap.add_argument("--power", type=int, default=10, help="real-gain submissions (default 10)")
     ap.add_argument("--extra-percent", type=int, default=8, help="the slowed copy's extra pass, in percent of the vectors")
-    ap.add_argument("--gain-batches", type=int, default=30, help="alternate batches per version for the true gain")
+    ap.add_argument("--gain-batches", type=int, default=30, help="alternate batches per version for the true gain (0: skip it)")
     ap.add_argument("--repeat-seconds", type=float, help="set the card's objective.repeat_seconds (judges that have it)")
     ap.add_argument("--no-load", action="store_true", help="do not keep a core busy (for comparison)")
     ap.add_argument("--json", help="write the figures here")
@@ -206,23 +227,7 @@ def main(argv=None) -> int:
             print(f"power {i + 1:2d}: {short(ds[-1])}", flush=True)
         power_s = time.monotonic() - t
         # the gain's true size: both versions built as the sessions build them, timed directly
-        from vdbbench.agent import workspace as wsp
-        from vdbbench.agent.task import load_task
-
-        # Each version in a cargo target folder of its own: cargo keys a path package by its place
-        # relative to the workspace, so the two repositories (same layout, sources older than the
-        # last build) would share one fingerprint and the second build would reuse the first's library.
-        libs = {}
-        for name in ("null", "power"):
-            repo = work / f"{name}-repo"
-            target = Path(os.environ["VDBBENCH_AGENT_TARGET_DIR"]) / f"true-gain-{name}"
-            res = wsp.build(repo, load_task(repo / "task.toml"), target, work / f"lib-{name}")
-            if not res.ok:
-                raise SystemExit(f"building the {name} version failed: {res.errors}")
-            libs[name] = work / f"lib-{name}" / "fixture_vdb.so"
-        if libs["null"].read_bytes() == libs["power"].read_bytes():
-            raise SystemExit("the fast and the slowed builds are the same library: the true gain cannot be measured")
-        tg = true_gain(libs["null"], libs["power"], args.gain_batches, 2.0) if args.gain_batches else None
+        tg = true_gain(*build_both(work), args.gain_batches, 2.0) if args.gain_batches else None
         out["true_gain"] = tg
     finally:
         if busy is not None:

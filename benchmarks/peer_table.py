@@ -1,4 +1,4 @@
-"""Our IVF against every faiss peer on one dataset, 1 and 2 threads, batch and single: the README table.
+"""Our IVF against every peer on one dataset, 1 and 2 threads, batch and single: the README table.
 
 Usage (long: builds every peer index once, cached afterwards in $VDBBENCH_DATA/indexes)::
 

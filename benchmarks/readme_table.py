@@ -6,10 +6,9 @@ Per folder (one dataset) and mode: our QPS at the headline, the best IVF-family 
 IVF configuration and ScaNN: the one with the smallest ours/peer ratio, i.e. the hardest), the
 best graph peer (faiss HNSW32, hnswlib, usearch, likewise), and the two ratios; then our build
 time against faiss IVF-SQ8's. Ratios are the run's own paired, interleaved re-timing
-(`vdbbench.bench.report.paired_ratio`), never numbers from different runs. A ratio that meets
-issue 13's target is bold: batch 3x the best IVF-family peer and 2x the best graph peer; one query
-per call 2x both, except 1.5x the best graph peer on one thread. A peer missing from the folder
-(not installed, or not asked for) is simply not a candidate, and the peers compared are listed.
+(`vdbbench.bench.report.paired_ratio`), never numbers from different runs. A peer missing from
+the folder (not installed, or not asked for) is simply not a candidate, and the peers compared
+are listed.
 """
 
 from __future__ import annotations
@@ -29,13 +28,6 @@ IVF_FAMILY = ("faiss-ivf-flat", "faiss-ivf-sq8", "faiss-ivf-sqfp16", "faiss-ivf-
 GRAPHS = ("faiss-hnsw", "hnswlib", "usearch")
 
 
-def targets(mode: str, threads: int) -> tuple[float, float]:
-    """Issue 13's targets (ours / best IVF-family peer, ours / best graph peer) for one mode."""
-    if mode == "batch":
-        return 3.0, 2.0
-    return (2.0, 1.5) if threads == 1 else (2.0, 2.0)
-
-
 def hardest(h: dict, heads: dict[str, dict], family: tuple[str, ...]) -> tuple[float, str] | None:
     """(ours / peer, peer) for the family's peer with the smallest ratio in this mode, if any ran."""
     ratios = [(paired_ratio(h, heads[n]), n) for n in family if n in heads]
@@ -49,18 +41,16 @@ def rows(folder: Path) -> tuple[list[str], str | None, list[str]]:
     ds = ours["dataset"]["name"]
     out = []
     qps = lambda x: f"{(x.get('qps_paired') or x['qps']):,.0f}"  # noqa: E731
-    bold = lambda r, t: f"**{r:.2f}x**" if r >= t else f"{r:.2f}x"  # noqa: E731
     for h in ours["headline"]:
         key = (h["mode"], h["threads"])
         heads = {n: x for n, p in peers.items()
                  if (x := next((x for x in p["headline"] if (x["mode"], x["threads"]) == key), None))}
         mode = f"{'batch' if h['mode'] == 'batch' else 'single query'}, {h['threads']} thread{'s' if h['threads'] > 1 else ''}"
-        t_ivf, t_graph = targets(*key)
         cells = [ds, mode, f"{qps(h)} ({h['recall10']:.3f})"]
-        for found, t in ((hardest(h, heads, IVF_FAMILY), t_ivf), (hardest(h, heads, GRAPHS), t_graph)):
+        for found in (hardest(h, heads, IVF_FAMILY), hardest(h, heads, GRAPHS)):
             if found:
                 ratio, name = found
-                cells += [f"{NAMES[name]} {qps(heads[name])}", bold(ratio, t)]
+                cells += [f"{NAMES[name]} {qps(heads[name])}", f"{ratio:.2f}x"]
             else:
                 cells += ["-", "-"]
         out.append("| " + " | ".join(cells) + " |")

@@ -3,9 +3,12 @@
 Run: ``python -m pytest benchmarks/test_stages.py --benchmark-columns=median,ops`` (the
 normal test suite collects only ``tests/``). ``VDBBENCH_SIMD=scalar|avx2|avx512`` caps the
 kernels, so each level can be measured; the level in use is recorded in extra_info.
+``VDBBENCH_STAGES_N`` sets the base size (default 50,000).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -18,7 +21,7 @@ from vdbbench.datasets import compute_groundtruth  # noqa: E402
 from vdbbench.common.recall import knn_recall  # noqa: E402
 from vdbbench.datasets.synth import synth_sift  # noqa: E402
 
-N, NQ, K, NPROBE = 50_000, 500, 10, 16
+N, NQ, K, NPROBE = int(os.environ.get("VDBBENCH_STAGES_N", 50_000)), 500, 10, 16
 
 
 @pytest.fixture(scope="module")
