@@ -68,3 +68,11 @@ def test_exception_hierarchy():
     assert issubclass(rv.CorruptFile, OSError) and issubclass(rv.CorruptFile, rv.VdbError)
     assert rv.VdbError.__module__ == "vdbbench._rust_vdb"
     assert vdbbench.InvalidInput is rv.InvalidInput
+
+
+def test_one_build_of_the_extension_beside_the_package():
+    """The build is abi3 (`_rust_vdb.abi3.so`); a per-version build left by an older install
+    (`_rust_vdb.cpython-311-...so`) would be imported instead, and the tests would test it."""
+    builds = sorted(p.name for p in Path(rv.__file__).parent.glob("_rust_vdb.*") if p.suffix in (".so", ".pyd"))
+    assert builds == [Path(rv.__file__).name], f"delete the older build(s) beside {rv.__file__}: {builds}"
+    assert ".abi3." in Path(rv.__file__).name or Path(rv.__file__).suffix == ".pyd"
