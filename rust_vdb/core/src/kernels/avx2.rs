@@ -8,7 +8,10 @@
 //! FMA accumulators so the 4-cycle FMA latency is hidden; u8 l2 takes |a-b| with saturating
 //! subtractions, widens to i16 by unpacking with zero and squares-and-adds with `vpmaddwd`;
 //! the i8 . u8 dots (and `l2_u8_batch_pre`, which is one) split the row bytes into even and
-//! odd i16 lanes by mask and shift for `vpmaddwd` with the sign-extended query.
+//! odd i16 lanes by mask and shift for `vpmaddwd` with the sign-extended query. The batch
+//! prescore's tile kernel (`l2_u8_tile_below`) splits each row chunk once and multiplies it
+//! with up to eight queries' chunks, so a list is read once for the queries that probe it
+//! (AVX2 has no `vpdpbusd`, and `vpmaddubsw` would saturate u8 x i8 pair sums).
 //! Tails (dims not a multiple of the vector width) run the scalar twin's arithmetic.
 
 use super::{scalar, Kernels, SimdLevel};
@@ -37,7 +40,7 @@ pub static AVX2: Kernels = Kernels {
     dot_i8_u8_batch,
     l2_u8_batch_pre_below,
     l2_u8_tile_below,
-    tile_min_queries: usize::MAX,
+    tile_min_queries: 4,
     l2_u8_tile_all,
     tile_all_fast: false,
     argmin_score,
@@ -48,7 +51,10 @@ pub(super) fn l2_u8_tile_all(qs: &[u8], rows: &[u8], terms: &[i32], out: &mut [u
     super::tile_all_via(l2_u8_batch_pre, qs, rows, terms, out)
 }
 
-/// This table's `l2_u8_batch_pre` for each query of the tile in turn.
+/// `Kernels::l2_u8_tile_below` on AVX2: each 32-byte chunk of a row is loaded and split into
+/// even and odd i16 lanes once, then multiplied (`vpmaddwd`) with eight queries' pre-split
+/// chunks, so a row is read once for the whole tile (`tile_below_impl`). Queries wider than
+/// `TILE_MAX_DIM` go through `l2_u8_batch_pre` one at a time.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn l2_u8_tile_below(
     qs: &[u8],
@@ -61,14 +67,242 @@ pub(super) fn l2_u8_tile_below(
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
-    let pre = l2_u8_batch_pre;
-    super::tile_below_via(
-        pre, qs, rows, terms, tail_rows, tail_terms, thrs, pos, dist, counts,
+    let (h, t) = super::check_tile(
+        qs.len(),
+        rows.len(),
+        terms.len(),
+        tail_rows.len(),
+        tail_terms.len(),
+        thrs.len(),
+        pos.len(),
+        dist.len(),
+        counts.len(),
+    );
+    if h + t > TILE_MAX_DIM || thrs.is_empty() {
+        let pre = l2_u8_batch_pre;
+        return super::tile_below_via(
+            pre, qs, rows, terms, tail_rows, tail_terms, thrs, pos, dist, counts,
+        );
+    }
+    // SAFETY: lengths checked above (qs = nq x (h + t) with nq <= 16, rows = h x terms,
+    // tail_rows = t x terms or empty with t = 0, tail_terms one per row when t > 0, outputs
+    // nq x nrows values); every vector load of a row lies inside its block (whole 32-byte
+    // chunks only, the rest read bytewise); this table is only handed out after
+    // is_x86_feature_detected! confirmed avx2, fma and f16c.
+    unsafe {
+        tile_below_impl(
+            qs, h, t, rows, terms, tail_rows, tail_terms, thrs, pos, dist, counts,
+        )
+    }
+}
+
+/// The widest query the AVX2 tile kernel pre-splits on its stack (16 KiB for sixteen).
+const TILE_MAX_DIM: usize = 512;
+/// Queries scored per pass over a row: one i32 lane each in the reduced result.
+const TILE_GROUP: usize = 8;
+
+/// The even and odd bytes of each whole 32-byte chunk of `q` (a block of `w` codes), each
+/// minus 128 and sign-extended to i16, into `out[2c]` / `out[2c + 1]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn split_chunks(q: &[u8], out: *mut __m256i) {
+    let flip = _mm256_set1_epi8(-128);
+    for c in 0..q.len() / 32 {
+        let (e, o) = split_i8::<true>(q.as_ptr().add(32 * c), flip);
+        out.add(2 * c).write(e);
+        out.add(2 * c + 1).write(o);
+    }
+}
+
+/// Lane j of the result: the sum of the eight lanes of `a[j]`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn reduce8(a: &[__m256i; TILE_GROUP]) -> __m256i {
+    let pair = |x: __m256i, y: __m256i| {
+        _mm256_add_epi32(_mm256_unpacklo_epi32(x, y), _mm256_unpackhi_epi32(x, y))
+    };
+    let quad = |x: __m256i, y: __m256i| {
+        _mm256_add_epi32(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y))
+    };
+    // per 128-bit half: lanes (a0, a1, a2, a3) and (a4, a5, a6, a7), half-sums
+    let lo = quad(pair(a[0], a[1]), pair(a[2], a[3]));
+    let hi = quad(pair(a[4], a[5]), pair(a[6], a[7]));
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256::<0x20>(lo, hi),
+        _mm256_permute2x128_si256::<0x31>(lo, hi),
     )
 }
 
-/// `l2_u8_batch_pre` of this table, then the threshold test (`kernels::pre_below_via`).
-pub(super) fn l2_u8_batch_pre_below(
+/// Adds to `acc[j]` the products of the whole chunks of one block of a row (`chunks` of 32
+/// bytes from `x`) with query j's pre-split chunks (`q[j * stride..]`, `2 * chunks` vectors).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group_block<const Q: usize>(
+    acc: &mut [__m256i; Q],
+    q: *const __m256i,
+    stride: usize,
+    x: *const u8,
+    chunks: usize,
+) {
+    let low = _mm256_set1_epi16(0x00FF);
+    for c in 0..chunks {
+        let xv = _mm256_loadu_si256(x.add(32 * c) as *const __m256i);
+        let xe = _mm256_and_si256(xv, low);
+        let xo = _mm256_srli_epi16::<8>(xv);
+        for (j, a) in acc.iter_mut().enumerate() {
+            let qj = q.add(j * stride + 2 * c);
+            let p = _mm256_add_epi32(
+                _mm256_madd_epi16(xe, *qj),
+                _mm256_madd_epi16(xo, *qj.add(1)),
+            );
+            *a = _mm256_add_epi32(*a, p);
+        }
+    }
+}
+
+/// The dots of one row (head block at `xh`, tail block at `xt`) with the `Q` queries from
+/// `q`, lane j for query j (lanes past Q zero).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn group_dots<const Q: usize>(
+    q: *const __m256i,
+    stride: usize,
+    xh: *const u8,
+    hc: usize,
+    xt: *const u8,
+    tc: usize,
+) -> __m256i {
+    let mut acc = [_mm256_setzero_si256(); Q];
+    group_block(&mut acc, q, stride, xh, hc);
+    if tc > 0 {
+        group_block(&mut acc, q.add(2 * hc), stride, xt, tc);
+    }
+    let mut all = [_mm256_setzero_si256(); TILE_GROUP];
+    all[..Q].copy_from_slice(&acc);
+    reduce8(&all)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_below_impl(
+    qs: &[u8],
+    h: usize,
+    t: usize,
+    rows: &[u8],
+    terms: &[i32],
+    tail_rows: &[u8],
+    tail_terms: &[i32],
+    thrs: &[f32],
+    pos: &mut [u32],
+    dist: &mut [u32],
+    counts: &mut [u32],
+) {
+    let (nq, dim, n) = (thrs.len(), h + t, terms.len());
+    let (hc, tc) = (h / 32, t / 32);
+    let (hm, tm) = (32 * hc, 32 * tc);
+    let stride = 2 * (hc + tc);
+    let groups = nq.div_ceil(TILE_GROUP);
+    // Query j's pre-split chunks at qsp[j * stride..]: head chunks, then tail chunks; queries
+    // past nq in the last group are zeros (their dots are 0 and their threshold -inf).
+    let mut qbuf =
+        [std::mem::MaybeUninit::<__m256i>::uninit(); TILE_QUERIES_MAX * 2 * TILE_MAX_DIM / 32];
+    let qsp = qbuf.as_mut_ptr() as *mut __m256i;
+    let (mut qn, mut thr) = (
+        [0u32; TILE_QUERIES_MAX],
+        [f32::NEG_INFINITY; TILE_QUERIES_MAX],
+    );
+    for j in 0..groups * TILE_GROUP {
+        let at = qsp.add(j * stride);
+        if j < nq {
+            let q = &qs[j * dim..(j + 1) * dim];
+            split_chunks(&q[..hm], at);
+            split_chunks(&q[h..h + tm], at.add(2 * hc));
+            qn[j] = q
+                .iter()
+                .map(|&v| v as u32 * v as u32)
+                .fold(0u32, u32::wrapping_add);
+            thr[j] = thrs[j];
+        } else {
+            for c in 0..stride {
+                at.add(c).write(_mm256_setzero_si256());
+            }
+        }
+    }
+    let qsp = qsp as *const __m256i;
+    let ragged = hm < h || tm < t;
+    let mut cnt = [0u32; TILE_QUERIES_MAX];
+    for r in 0..n {
+        let term = if t > 0 {
+            terms[r].wrapping_add(tail_terms[r])
+        } else {
+            terms[r]
+        };
+        let xh = rows.as_ptr().add(r * h);
+        let xt = tail_rows.as_ptr().add(r * t);
+        for g in 0..groups {
+            let q = qsp.add(g * TILE_GROUP * stride);
+            // as few query lanes as cover the group's queries (the rest of a group of eight
+            // is zeros): a list probed by one query of the block costs that one query
+            let mut dots = match nq - g * TILE_GROUP {
+                1 => group_dots::<1>(q, stride, xh, hc, xt, tc),
+                2 => group_dots::<2>(q, stride, xh, hc, xt, tc),
+                3 | 4 => group_dots::<4>(q, stride, xh, hc, xt, tc),
+                _ => group_dots::<TILE_GROUP>(q, stride, xh, hc, xt, tc),
+            };
+            if ragged {
+                // the dims past the whole chunks of each block, as the scalar twin does them
+                let mut dv = [0i32; TILE_GROUP];
+                _mm256_storeu_si256(dv.as_mut_ptr() as *mut __m256i, dots);
+                for (k, d) in dv.iter_mut().enumerate() {
+                    let j = g * TILE_GROUP + k;
+                    if j < nq {
+                        let q = &qs[j * dim..(j + 1) * dim];
+                        let row = &rows[r * h..(r + 1) * h];
+                        let mut s = dot_i8_u8_tail(&q[hm..h], -128, &row[hm..]);
+                        if t > 0 {
+                            let row = &tail_rows[r * t..(r + 1) * t];
+                            s = s.wrapping_add(dot_i8_u8_tail(&q[h + tm..], -128, &row[tm..]));
+                        }
+                        *d = d.wrapping_add(s);
+                    }
+                }
+                dots = _mm256_loadu_si256(dv.as_ptr() as *const __m256i);
+            }
+            let base = _mm256_add_epi32(
+                _mm256_loadu_si256(qn.as_ptr().add(g * TILE_GROUP) as *const __m256i),
+                _mm256_set1_epi32(term),
+            );
+            let d = _mm256_sub_epi32(base, _mm256_slli_epi32::<1>(dots));
+            // d < 2^31 for dims up to TILE_MAX_DIM, so the signed conversion is `d as f32`
+            let thr_v = _mm256_loadu_ps(thr.as_ptr().add(g * TILE_GROUP));
+            let pass = _mm256_cmp_ps::<_CMP_LE_OQ>(_mm256_cvtepi32_ps(d), thr_v);
+            let mut bits = _mm256_movemask_ps(pass) as u32;
+            if bits != 0 {
+                let mut dv = [0u32; TILE_GROUP];
+                _mm256_storeu_si256(dv.as_mut_ptr() as *mut __m256i, d);
+                while bits != 0 {
+                    let k = bits.trailing_zeros() as usize;
+                    let j = g * TILE_GROUP + k;
+                    let at = j * n + cnt[j] as usize;
+                    pos[at] = r as u32;
+                    dist[at] = dv[k];
+                    cnt[j] += 1;
+                    bits &= bits - 1;
+                }
+            }
+        }
+    }
+    counts[..nq].copy_from_slice(&cnt[..nq]);
+}
+
+/// Sixteen queries, rounded up to whole groups of eight.
+const TILE_QUERIES_MAX: usize = super::TILE_QUERIES.div_ceil(TILE_GROUP) * TILE_GROUP;
+
+/// `Kernels::l2_u8_batch_pre_below` on AVX2: four rows at a time against the query split once
+/// per call (`pre_below_impl`), the threshold test on the four distances in one compare, the
+/// passing rows written without a branch. Queries wider than `TILE_MAX_DIM` take
+/// `l2_u8_batch_pre` and a scalar test (`kernels::pre_below_via`).
+pub fn l2_u8_batch_pre_below(
     q: &[u8],
     rows: &[u8],
     terms: &[i32],
@@ -76,7 +310,106 @@ pub(super) fn l2_u8_batch_pre_below(
     pos: &mut [u32],
     dist: &mut [u32],
 ) -> usize {
-    super::pre_below_via(l2_u8_batch_pre, q, rows, terms, thr, pos, dist)
+    super::check_below(q.len(), rows.len(), terms.len(), pos.len(), dist.len());
+    if q.len() > TILE_MAX_DIM {
+        return super::pre_below_via(l2_u8_batch_pre, q, rows, terms, thr, pos, dist);
+    }
+    // SAFETY: lengths checked above (rows = dim x terms, pos and dist one value per row at
+    // least); vector loads stay inside rows (whole 32-byte chunks only); the tables holding
+    // this function (Avx2, Avx512) are only handed out after is_x86_feature_detected!
+    // confirmed avx2, fma and f16c.
+    unsafe { pre_below_impl(q, rows, terms, thr, pos, dist) }
+}
+
+/// The dots of `K` consecutive rows from `xp` (rows of `dim` codes) with a query pre-split into
+/// `chunks` whole 32-byte chunks at `qsp` (lanes past K zero).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_dots<const K: usize>(
+    qsp: *const __m256i,
+    xp: *const u8,
+    dim: usize,
+    chunks: usize,
+) -> __m128i {
+    let low = _mm256_set1_epi16(0x00FF);
+    let mut a = [_mm256_setzero_si256(); 4];
+    for c in 0..chunks {
+        let (qe, qo) = (*qsp.add(2 * c), *qsp.add(2 * c + 1));
+        for (i, acc) in a[..K].iter_mut().enumerate() {
+            let xv = _mm256_loadu_si256(xp.add(i * dim + 32 * c) as *const __m256i);
+            let xe = _mm256_and_si256(xv, low);
+            let xo = _mm256_srli_epi16::<8>(xv);
+            let p = _mm256_add_epi32(_mm256_madd_epi16(xe, qe), _mm256_madd_epi16(xo, qo));
+            *acc = _mm256_add_epi32(*acc, p);
+        }
+    }
+    hsum4_epi32(a[0], a[1], a[2], a[3])
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pre_below_impl(
+    q: &[u8],
+    rows: &[u8],
+    terms: &[i32],
+    thr: f32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    let (dim, n) = (q.len(), terms.len());
+    let chunks = dim / 32;
+    let main = 32 * chunks;
+    let mut qbuf = [std::mem::MaybeUninit::<__m256i>::uninit(); 2 * TILE_MAX_DIM / 32];
+    let qsp = qbuf.as_mut_ptr() as *mut __m256i;
+    split_chunks(&q[..main], qsp);
+    let qsp = qsp as *const __m256i;
+    let qn = q
+        .iter()
+        .map(|&v| v as u32 * v as u32)
+        .fold(0u32, u32::wrapping_add);
+    let (qn_v, thr_v) = (_mm_set1_epi32(qn as i32), _mm_set1_ps(thr));
+    let (pp, dp) = (pos.as_mut_ptr(), dist.as_mut_ptr());
+    let mut cnt = 0usize;
+    let mut r = 0;
+    while r < n {
+        let k = (n - r).min(4);
+        let xp = rows.as_ptr().add(r * dim);
+        let mut s = match k {
+            4 => rows_dots::<4>(qsp, xp, dim, chunks),
+            3 => rows_dots::<3>(qsp, xp, dim, chunks),
+            2 => rows_dots::<2>(qsp, xp, dim, chunks),
+            _ => rows_dots::<1>(qsp, xp, dim, chunks),
+        };
+        let mut tv = [0i32; 4];
+        for (i, t) in tv[..k].iter_mut().enumerate() {
+            *t = terms[r + i];
+        }
+        if main < dim {
+            let mut t4 = [0i32; 4];
+            for (i, t) in t4[..k].iter_mut().enumerate() {
+                let row = &rows[(r + i) * dim..(r + i + 1) * dim];
+                *t = dot_i8_u8_tail(&q[main..], -128, &row[main..]);
+            }
+            s = _mm_add_epi32(s, _mm_loadu_si128(t4.as_ptr() as *const __m128i));
+        }
+        let base = _mm_add_epi32(qn_v, _mm_loadu_si128(tv.as_ptr() as *const __m128i));
+        let d = _mm_sub_epi32(base, _mm_slli_epi32::<1>(s));
+        // d < 2^31 for dims up to TILE_MAX_DIM, so the signed conversion is `d as f32`
+        let pass = _mm_cmple_ps(_mm_cvtepi32_ps(d), thr_v);
+        let bits = (_mm_movemask_ps(pass) as u32) & ((1u32 << k) - 1);
+        if bits != 0 {
+            let mut dv = [0u32; 4];
+            _mm_storeu_si128(dv.as_mut_ptr() as *mut __m128i, d);
+            // every row of the four written at the next free slot, kept by the count: no
+            // branch per row (slot cnt <= r + i < n lies inside pos and dist)
+            for (i, &dd) in dv[..k].iter().enumerate() {
+                *pp.add(cnt) = (r + i) as u32;
+                *dp.add(cnt) = dd;
+                cnt += ((bits >> i) & 1) as usize;
+            }
+        }
+        r += k;
+    }
+    cnt
 }
 
 /// `scalar::argmin_score` compiled for AVX2 (eight-lane compares and blends).
