@@ -48,11 +48,12 @@ pub fn never_interrupt() -> Result<()> {
 /// Queries a search runs between two interrupt checks.
 pub(crate) const INTERRUPT_EVERY: usize = 1024;
 
-/// Runs `f` on the queries `INTERRUPT_EVERY` at a time, each chunk with its rows of the
+/// Runs `f` on the queries `per` at a time (`INTERRUPT_EVERY` per thread), each chunk with its rows of the
 /// distance and id outputs (`k` per query), checking `interrupt` between chunks only: a call
 /// of one chunk never re-takes the interpreter.
 pub(crate) fn each_interrupt_chunk(
     queries: &[f32],
+    per: usize,
     dim: usize,
     d: &mut [f32],
     ids: &mut [i64],
@@ -61,9 +62,9 @@ pub(crate) fn each_interrupt_chunk(
     mut f: impl FnMut(&[f32], &mut [f32], &mut [i64]) -> Result<()>,
 ) -> Result<()> {
     for (ci, ((qs, dd), ii)) in queries
-        .chunks(INTERRUPT_EVERY * dim)
-        .zip(d.chunks_mut(INTERRUPT_EVERY * k))
-        .zip(ids.chunks_mut(INTERRUPT_EVERY * k))
+        .chunks(per * dim)
+        .zip(d.chunks_mut(per * k))
+        .zip(ids.chunks_mut(per * k))
         .enumerate()
     {
         if ci > 0 {

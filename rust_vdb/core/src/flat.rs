@@ -93,14 +93,23 @@ impl FlatIndex {
                     .for_each(|((qs, dd), ii)| self.search_block(qs, k, dd, ii));
             }
         };
-        each_interrupt_chunk(&q, dim, &mut d, &mut ids, k, interrupt, |qs, dd, ii| {
-            if threads == Some(1) || qs.len() == dim {
-                run(qs, dd, ii);
-                Ok(())
-            } else {
-                pool::install(threads, || run(qs, dd, ii))
-            }
-        })?;
+        each_interrupt_chunk(
+            &q,
+            crate::error::INTERRUPT_EVERY,
+            dim,
+            &mut d,
+            &mut ids,
+            k,
+            interrupt,
+            |qs, dd, ii| {
+                if threads == Some(1) || qs.len() == dim {
+                    run(qs, dd, ii);
+                    Ok(())
+                } else {
+                    pool::install(threads, || run(qs, dd, ii))
+                }
+            },
+        )?;
         let stats = SearchStats {
             nq: nq as u64,
             threads: pool::effective_threads(threads).min(nq.max(1)) as u64,

@@ -108,12 +108,14 @@ impl IvfIndex {
         } else {
             1
         };
-        let block = nq
-            .min(INTERRUPT_EVERY)
-            .div_ceil(nthreads)
-            .clamp(8, SCAN_BLOCK);
+        // Each thread's block as large at two threads as at one (up to SCAN_BLOCK): a chunk
+        // between interrupt checks holds INTERRUPT_EVERY queries per thread, so a second thread
+        // does not halve how many queries share each list's scan.
+        let per = INTERRUPT_EVERY * nthreads;
+        let block = nq.min(per).div_ceil(nthreads).clamp(8, SCAN_BLOCK);
         each_interrupt_chunk(
             queries,
+            per,
             dim,
             &mut d,
             &mut ids,
