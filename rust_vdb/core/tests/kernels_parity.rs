@@ -522,7 +522,9 @@ fn set_level_cap_selects_and_refuses() {
         SimdLevel::Scalar,
         SimdLevel::Neon,
         SimdLevel::Avx2,
-        SimdLevel::Avx512,
+        SimdLevel::Avx512Bw,
+        SimdLevel::Avx512Vnni,
+        SimdLevel::Avx512Amx,
     ] {
         if !levels.contains(&l) {
             let before = kernels::active_level();
@@ -601,7 +603,10 @@ fn env_cap_is_read_at_first_use() {
     }
     // A cap above the CPU is a cap, not a demand: the best level under it runs.
     let (line, _) = probe("AVX512");
-    let best = *levels.iter().rfind(|l| **l <= SimdLevel::Avx512).unwrap();
+    let best = *levels
+        .iter()
+        .rfind(|l| **l <= SimdLevel::Avx512Amx)
+        .unwrap();
     assert_eq!(line, format!("ACTIVE={best} DETECTED={detected}"));
     // Unknown: a one-time warning naming the value, then the detected level.
     let (line, err) = probe("sse9");

@@ -2,16 +2,19 @@
 //!
 //! Every kernel has a scalar twin (`scalar.rs`), the reference the SIMD paths are tested
 //! against. The active level is the best the CPU has, capped by the environment variable
-//! `VDBBENCH_SIMD=scalar|avx2|avx512|neon` (read on first use) or by `set_level_cap`.
+//! `VDBBENCH_SIMD=scalar|avx2|avx512bw|avx512vnni|avx512amx|avx512|neon` (read on first use) or
+//! by `set_level_cap`; `avx512` is the best AVX-512 table the CPU has.
 //!
 //! Conventions: `l2_*` is the squared Euclidean distance; `dot_*` the inner product. `*_batch`
 //! scores one query against `out.len()` contiguous rows of `q.len()` values each.
 //!
 //! Levels and tables:
-//! - x86_64: `Avx2` needs AVX2 + FMA + F16C (`avx2.rs`); `Avx512` needs AVX-512 F/BW/VL
-//!   (`avx512/`) and uses VNNI (`vpdpwssd`, `vpdpbusd`) for the u8 kernels when the CPU has
-//!   it (the table named "avx512+vnni"), and AMX (`tdpbusd`) for the query tiles of the batch
-//!   prescore when the CPU has AMX-INT8 and the OS lets the process use it ("avx512+vnni+amx").
+//! - x86_64: `Avx2` needs AVX2 + FMA + F16C (`avx2.rs`); `Avx512Bw` needs AVX-512 F/BW/VL
+//!   (`avx512/`); `Avx512Vnni` adds VNNI (`vpdpwssd`, `vpdpbusd`) for the u8 kernels (the
+//!   table named "avx512+vnni"), and `Avx512Amx` AMX (`tdpbusd`) for the query tiles of the
+//!   batch prescore, where the CPU has AMX-INT8 and the OS lets the process use it
+//!   ("avx512+vnni+amx"). Each is a level of its own, so a cap can run the VNNI path most
+//!   AVX-512 machines have on a CPU with AMX.
 //! - aarch64: `Neon` (`neon.rs`), UNTESTED: never compiled or run on an aarch64 machine yet;
 //!   f32 l2/dot and u8 l2 only, the rest from the scalar twins.
 //!
@@ -45,7 +48,9 @@ pub enum SimdLevel {
     Scalar,
     Neon,
     Avx2,
-    Avx512,
+    Avx512Bw,
+    Avx512Vnni,
+    Avx512Amx,
 }
 
 impl SimdLevel {
@@ -54,7 +59,9 @@ impl SimdLevel {
             SimdLevel::Scalar => "scalar",
             SimdLevel::Neon => "neon",
             SimdLevel::Avx2 => "avx2",
-            SimdLevel::Avx512 => "avx512",
+            SimdLevel::Avx512Bw => "avx512bw",
+            SimdLevel::Avx512Vnni => "avx512vnni",
+            SimdLevel::Avx512Amx => "avx512amx",
         }
     }
 
@@ -63,7 +70,10 @@ impl SimdLevel {
             "scalar" => Some(SimdLevel::Scalar),
             "neon" => Some(SimdLevel::Neon),
             "avx2" => Some(SimdLevel::Avx2),
-            "avx512" => Some(SimdLevel::Avx512),
+            "avx512bw" => Some(SimdLevel::Avx512Bw),
+            "avx512vnni" => Some(SimdLevel::Avx512Vnni),
+            // the best AVX-512 table the CPU has: a cap at the top one
+            "avx512" | "avx512amx" => Some(SimdLevel::Avx512Amx),
             _ => None,
         }
     }
@@ -292,8 +302,7 @@ fn detect() -> Cpu {
     }
 }
 
-/// The kernel table of `level`, if this CPU supports it. For `Avx512` this is the VNNI
-/// variant when the CPU has VNNI, and the AMX variant when it has AMX too.
+/// The kernel table of `level`, if this CPU supports it.
 pub fn kernels_for(level: SimdLevel) -> Option<&'static Kernels> {
     let c = cpu();
     match level {
@@ -301,11 +310,11 @@ pub fn kernels_for(level: SimdLevel) -> Option<&'static Kernels> {
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2 if c.avx2 => Some(&avx2::AVX2),
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 if c.amx => Some(&avx512::AVX512_AMX),
+        SimdLevel::Avx512Amx if c.amx => Some(&avx512::AVX512_AMX),
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 if c.vnni => Some(&avx512::AVX512_VNNI),
+        SimdLevel::Avx512Vnni if c.vnni => Some(&avx512::AVX512_VNNI),
         #[cfg(target_arch = "x86_64")]
-        SimdLevel::Avx512 if c.avx512 => Some(&avx512::AVX512),
+        SimdLevel::Avx512Bw if c.avx512 => Some(&avx512::AVX512),
         #[cfg(target_arch = "aarch64")]
         SimdLevel::Neon if c.neon => Some(&neon::NEON),
         _ => {
@@ -351,7 +360,9 @@ pub fn available_levels() -> Vec<SimdLevel> {
         SimdLevel::Scalar,
         SimdLevel::Neon,
         SimdLevel::Avx2,
-        SimdLevel::Avx512,
+        SimdLevel::Avx512Bw,
+        SimdLevel::Avx512Vnni,
+        SimdLevel::Avx512Amx,
     ]
     .into_iter()
     .filter(|l| kernels_for(*l).is_some())
@@ -384,7 +395,7 @@ pub fn env_cap() -> Result<Option<SimdLevel>, String> {
             None => {
                 let msg = format!(
                     "VDBBENCH_SIMD={raw:?} is not a SIMD level (expected one of scalar, avx2, \
-                     avx512, neon); ignoring it and using the detected level {}",
+                     avx512bw, avx512vnni, avx512amx, avx512, neon); ignoring it and using the detected level {}",
                     detected_level()
                 );
                 eprintln!("vdbbench: warning: {msg}");
@@ -420,7 +431,9 @@ fn decode(v: u8) -> SimdLevel {
         0 => SimdLevel::Scalar,
         1 => SimdLevel::Neon,
         2 => SimdLevel::Avx2,
-        _ => SimdLevel::Avx512,
+        3 => SimdLevel::Avx512Bw,
+        4 => SimdLevel::Avx512Vnni,
+        _ => SimdLevel::Avx512Amx,
     }
 }
 

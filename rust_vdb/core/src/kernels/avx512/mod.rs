@@ -16,7 +16,7 @@ mod tile;
 use tile::{l2_u8_tile_all_amx, l2_u8_tile_all_vnni, l2_u8_tile_below_amx, l2_u8_tile_below_vnni};
 
 pub static AVX512: Kernels = Kernels {
-    level: SimdLevel::Avx512,
+    level: SimdLevel::Avx512Bw,
     name: "avx512",
     l2_f32,
     dot_f32,
@@ -50,6 +50,7 @@ pub static AVX512: Kernels = Kernels {
 /// `AVX512_VNNI` with the query tiles scored by AMX (`l2_u8_tile_below_amx`), for CPUs with
 /// AMX-INT8 whose OS lets this process use the tile registers.
 pub static AVX512_AMX: Kernels = Kernels {
+    level: SimdLevel::Avx512Amx,
     name: "avx512+vnni+amx",
     l2_u8_tile_below: l2_u8_tile_below_amx,
     tile_min_queries: 2,
@@ -59,7 +60,7 @@ pub static AVX512_AMX: Kernels = Kernels {
 };
 
 pub static AVX512_VNNI: Kernels = Kernels {
-    level: SimdLevel::Avx512,
+    level: SimdLevel::Avx512Vnni,
     name: "avx512+vnni",
     l2_u8: l2_u8_vnni,
     l2_u8_batch: l2_u8_batch_vnni,
