@@ -51,6 +51,7 @@ pub(crate) const INTERRUPT_EVERY: usize = 1024;
 /// Runs `f` on the queries `per` at a time (`INTERRUPT_EVERY` per thread), each chunk with its rows of the
 /// distance and id outputs (`k` per query), checking `interrupt` between chunks only: a call
 /// of one chunk never re-takes the interpreter.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn each_interrupt_chunk(
     queries: &[f32],
     per: usize,
