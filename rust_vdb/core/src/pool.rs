@@ -149,8 +149,10 @@ fn helper_loop(h: &'static Helper) {
         }
         std::hint::spin_loop();
         spins = spins.wrapping_add(1);
-        // Reading the clock costs more than a spin: look at it every 64th.
-        if spins & 63 != 0 || awake_since.elapsed() < HELPER_SPIN {
+        // Reading the clock costs more than a spin: look at it every 64th. On a busy machine
+        // (a recent stall) no spin: a spinning helper is one more runnable thread, and the
+        // scheduler takes its share from the caller's core.
+        if spins & 63 != 0 || (awake_since.elapsed() < HELPER_SPIN && !BACKOFF.busy()) {
             continue;
         }
         if h.state
@@ -191,7 +193,8 @@ fn claim_helper() -> Option<&'static Helper> {
 /// A caller that waited longer than this, after its own run, for a helper that had started
 /// found it preempted: its core was given to another process for a scheduler slice
 /// (milliseconds). A helper that keeps its core finishes its last list within microseconds of
-/// the caller.
+/// the caller. A caller whose own wall time exceeds its thread's CPU time by this much was
+/// preempted itself: the machine has more runnable threads than cores.
 const STALL: Duration = Duration::from_micros(300);
 /// Shared calls without a stall that lower the backoff level by one (see `Backoff`).
 const CLEAN_PER_LEVEL: u32 = 64;
@@ -226,6 +229,11 @@ impl Backoff {
             .is_err()
     }
 
+    /// Whether a stall was seen lately (the level has not yet decayed to 0).
+    fn busy(&self) -> bool {
+        self.level.load(Ordering::Relaxed) > 0
+    }
+
     /// Records how a shared call went.
     fn record(&self, stalled: bool) {
         if stalled {
@@ -240,6 +248,22 @@ impl Backoff {
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(1));
         }
     }
+}
+
+/// CPU time the calling thread has run (None where the OS has no per-thread clock).
+fn thread_cpu() -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec through a valid pointer to a local.
+        let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 /// Whether a single query should share its scan now: there are helpers, and no recent stall
@@ -288,6 +312,7 @@ pub fn run_shared<R: Send>(helpers: usize, work: &(dyn Fn() -> R + Sync)) -> Vec
     }
     // The caller's own run may panic too: the helpers that started must still be waited for
     // before unwinding frees what `work` borrows.
+    let (started, cpu0) = (Instant::now(), thread_cpu());
     let mine = catch_unwind(AssertUnwindSafe(work));
     let mine_done = Instant::now();
     let (mut helper_panic, mut waited, mut ran) = (None, false, false);
@@ -310,7 +335,13 @@ pub fn run_shared<R: Send>(helpers: usize, work: &(dyn Fn() -> R + Sync)) -> Vec
         h.claimed.store(false, Ordering::Release);
     }
     if ran {
-        BACKOFF.record(waited);
+        // The caller itself lost its core for a while (another runnable thread took it): on
+        // a machine that busy the helper is as likely to be taken off mid-query.
+        let lost = match (cpu0, thread_cpu()) {
+            (Some(a), Some(b)) => started.elapsed().saturating_sub(b.saturating_sub(a)) > STALL,
+            _ => false,
+        };
+        BACKOFF.record(waited || lost);
     }
     match (mine, helper_panic) {
         (Err(panic), _) | (Ok(_), Some(panic)) => resume_unwind(panic),

@@ -1,0 +1,166 @@
+#!/usr/bin/env python
+"""One query per call beside other work: our index at the default threads (a query shared by
+the caller and a helper thread) against threads=1, beside nothing, 1, 2 and 4 busy processes and
+a multi-threaded neighbour (faiss exact search on every core, as a ground-truth job runs). Each
+neighbour's rounds alternate the two settings on the same queries; the ratio is the median over
+rounds of QPS(default) / QPS(threads=1), with p50 / p99 latency of each. Exit 1 when a ratio is
+under --min-ratio (default 0.9): sharing a query must never cost much on a busy machine.
+
+Usage:
+  python benchmarks/load_single.py --dataset ~/.cache/vdbbench/real/photo-sift-a.hdf5 \
+      [--index FILE.vdb] [--nprobe N] [--queries 300] [--rounds 7] \
+      [--neighbours none,busy1,busy2,busy4,mt] [--json out.json]
+
+Without --index the index is built with the engine's defaults (and saved to --index if given).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+# A busy process: one core's worth of pure-Python work. It exits when its parent is gone or
+# after ten minutes, so a killed benchmark leaves nothing behind.
+BUSY = """
+import os, time
+parent, t0 = os.getppid(), time.time()
+while os.getppid() == parent and time.time() - t0 < 600:
+    for _ in range(100000):
+        pass
+"""
+
+# A multi-threaded neighbour: faiss exact search over every core, back to back (OpenMP threads
+# spin between calls, as a ground-truth pass or a numpy job does).
+MT = """
+import os, time
+import numpy as np, faiss
+parent, t0 = os.getppid(), time.time()
+rng = np.random.default_rng(0)
+base = rng.random((100000, 128), dtype=np.float32)
+q = rng.random((256, 128), dtype=np.float32)
+index = faiss.IndexFlatL2(128)
+index.add(base)
+while os.getppid() == parent and time.time() - t0 < 600:
+    index.search(q, 10)
+"""
+
+NEIGHBOURS = {
+    "none": [],
+    "busy1": [BUSY],
+    "busy2": [BUSY] * 2,
+    "busy4": [BUSY] * 4,
+    "mt": [MT],
+}
+
+
+def start(kind: str) -> list[subprocess.Popen]:
+    env = {**os.environ}
+    env.pop("OMP_WAIT_POLICY", None)  # the neighbour behaves as such jobs do by default
+    procs = [subprocess.Popen([sys.executable, "-c", src], env=env) for src in NEIGHBOURS[kind]]
+    time.sleep(1.5 if kind == "mt" else 0.3)  # let it reach its steady state
+    return procs
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.wait()
+
+
+def one_block(idx, q: np.ndarray, nprobe, threads) -> list[float]:
+    """Seconds of each call, one query per call."""
+    out = []
+    for i in range(len(q)):
+        t = time.perf_counter()
+        idx.search(q[i:i + 1], k=10, nprobe=nprobe, threads=threads)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def measure(idx, q: np.ndarray, nprobe, rounds: int) -> dict:
+    """Rounds alternating threads=None and threads=1 on the same queries."""
+    lat = {"default": [], "1": []}
+    ratios = []
+    one_block(idx, q[:50], nprobe, None)
+    one_block(idx, q[:50], nprobe, 1)
+    for r in range(rounds):
+        order = ("default", "1") if r % 2 == 0 else ("1", "default")
+        qps = {}
+        for name in order:
+            t = one_block(idx, q, nprobe, None if name == "default" else 1)
+            lat[name] += t
+            qps[name] = len(t) / sum(t)
+        ratios.append(qps["default"] / qps["1"])
+    ratios.sort()
+    res = {"ratio": statistics.median(ratios), "ratio_min": ratios[0], "ratio_max": ratios[-1]}
+    for name, t in lat.items():
+        a = np.array(t) * 1e3
+        res[f"qps_{name}"] = len(a) / (a.sum() / 1e3)
+        res[f"p50_ms_{name}"] = float(np.percentile(a, 50))
+        res[f"p99_ms_{name}"] = float(np.percentile(a, 99))
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True, help="dataset name or file (vdbbench run --dataset)")
+    ap.add_argument("--index", help="index file to load (built and saved there when missing)")
+    ap.add_argument("--nprobe", type=int, help="lists probed (default: the engine's default)")
+    ap.add_argument("--queries", type=int, default=300, help="queries per block (default 300)")
+    ap.add_argument("--rounds", type=int, default=7, help="alternating rounds per neighbour (default 7)")
+    ap.add_argument("--neighbours", default=",".join(NEIGHBOURS), help="comma-separated: " + ", ".join(NEIGHBOURS))
+    ap.add_argument("--min-ratio", type=float, default=0.9, help="exit 1 when a ratio is below this (default 0.9)")
+    ap.add_argument("--json", help="write the figures here")
+    a = ap.parse_args()
+    kinds = [k for k in a.neighbours.split(",") if k]
+    bad = [k for k in kinds if k not in NEIGHBOURS]
+    if bad:
+        ap.error(f"unknown neighbour {bad}: expected some of {', '.join(NEIGHBOURS)}")
+
+    import vdbbench as vb
+    from vdbbench.datasets.loader import resolve
+
+    ds, _ = resolve(a.dataset)
+    q = np.ascontiguousarray(ds.test[:a.queries], dtype=np.float32)
+    if a.index and os.path.exists(a.index):
+        idx = vb.IvfIndex.load(a.index)
+    else:
+        base = np.ascontiguousarray(ds.train, dtype=np.float32)
+        idx = vb.IvfIndex(dim=base.shape[1], metric="l2", storage="u8+f16", seed=0)
+        idx.train(base)
+        idx.add(base)
+        if a.index:
+            idx.save(a.index)
+    print(f"{ds.name}: {len(q)} queries a block, {a.rounds} rounds, nprobe {a.nprobe or 'default'}, "
+          f"{os.cpu_count()} cores, SIMD {vb.simd_level()}", flush=True)
+    rows = {}
+    for kind in kinds:
+        procs = start(kind)
+        try:
+            rows[kind] = measure(idx, q, a.nprobe, a.rounds)
+        finally:
+            stop(procs)
+        r = rows[kind]
+        print(f"{kind:6s} default/1t {r['ratio']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]  "
+              f"QPS {r['qps_default']:8,.0f} / {r['qps_1']:8,.0f}  "
+              f"p99 {r['p99_ms_default']:.2f} / {r['p99_ms_1']:.2f} ms", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"dataset": ds.name, "simd": vb.simd_level(), "cores": os.cpu_count(),
+                       "queries": len(q), "rounds": a.rounds, "nprobe": a.nprobe, "neighbours": rows}, f, indent=1)
+    low = [k for k, r in rows.items() if r["ratio"] < a.min_ratio]
+    if low:
+        print(f"below {a.min_ratio}: {', '.join(low)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
