@@ -115,3 +115,49 @@ def test_single_query_scan_equals_batch_rows_at_every_level(indexes, level, rest
         d1, i1 = idx.search(q[r:r + 1], k=10, nprobe=5, rerank=0, threads=1)
         np.testing.assert_array_equal(i1[0], i[r])
         np.testing.assert_array_equal(d1[0], d[r])
+
+
+def test_avx512_names_the_best_avx512_level_and_unknown_names_are_refused(restore_level):
+    """"avx512" asks for the best AVX-512 table this CPU has (VNNI, AMX or neither); each finer
+    level is its own name, so the VNNI path runs on a CPU with AMX; a CPU without AVX-512
+    refuses them all by name."""
+    avx512 = [lv for lv in LEVELS if lv.startswith("avx512")]
+    for level in ("avx512bw", "avx512vnni", "avx512amx"):
+        if level in LEVELS:
+            assert rv.set_simd_level(level) == level
+        else:
+            with pytest.raises(vb.InvalidInput, match=f"SIMD level {level} is not available"):
+                rv.set_simd_level(level)
+    if avx512:
+        assert rv.set_simd_level("avx512") == avx512[-1]
+    else:
+        with pytest.raises(vb.InvalidInput, match="not available on this CPU"):
+            rv.set_simd_level("avx512")
+    with pytest.raises(vb.InvalidInput, match='unknown SIMD level "sse9".*avx512vnni'):
+        rv.set_simd_level("sse9")
+
+
+def test_run_simd_caps_ours_and_faiss_and_records_it(tmp_path, monkeypatch):
+    """`vdbbench run --simd scalar` runs our engine and faiss at their scalar levels, and each
+    result records the level its library ran at; a level the CPU lacks is bad usage (exit 2)."""
+    from vdbbench.cli import main
+    import json
+
+    monkeypatch.setenv("VDBBENCH_DATA", str(tmp_path / "data"))
+    out = tmp_path / "out"
+    args = ["run", "--index", "ivf", "--dataset", "synth-sift-5k", "--compare", "faiss-ivf-flat", "--threads", "1",
+            "--mode", "batch", "--repeats", "1", "--out", str(out)]
+    try:
+        assert main([*args, "--simd", "scalar"]) == 0
+        ours = json.loads((out / "ivf.json").read_text())["machine"]["simd"]
+        theirs = json.loads((out / "faiss-ivf-flat.json").read_text())["machine"]["simd"]
+        assert ours == "scalar"
+        faiss = pytest.importorskip("faiss")
+        assert theirs == ("NONE" if hasattr(faiss, "SIMDConfig") else None)
+        if "avx512bw" not in LEVELS:
+            assert main([*args, "--simd", "avx512bw"]) == 2
+    finally:
+        os.environ.pop("VDBBENCH_SIMD", None)
+        faiss = sys.modules.get("faiss")
+        if faiss is not None and hasattr(faiss, "SIMDConfig"):
+            faiss.SIMDConfig.set_level(faiss.SIMDConfig.auto_detect_simd_level())

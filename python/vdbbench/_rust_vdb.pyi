@@ -23,7 +23,7 @@ class CorruptFile(VdbError, OSError):
     """A truncated, foreign, unknown-version or checksum-failing index file."""
 
 def simd_level() -> str:
-    """The SIMD level searches use now: "scalar", "avx2", "avx512" or "neon"."""
+    """The SIMD level searches use now: "scalar", "avx2", "avx512bw", "avx512vnni", "avx512amx" or "neon"."""
 
 def available_simd_levels() -> list[str]:
     """Every SIMD level this CPU can run, scalar first."""

@@ -145,6 +145,18 @@ class Adapter(ABC):
         """Library versions worth recording in the machine section (e.g. faiss)."""
         return {}
 
+    def simd_level(self) -> str | None:
+        """The SIMD level the library's kernels run at now, where it says (None: unknown)."""
+        return None
+
+    @classmethod
+    def cap_simd(cls, level: str) -> str | None:
+        """Caps the library's SIMD level for this process at ``level`` (a ``VDBBENCH_SIMD`` name:
+        scalar, avx2, avx512bw, avx512vnni, avx512amx, avx512) and returns the level it then runs
+        at; None when the library cannot be capped at run time. ValueError when this CPU cannot
+        run that level."""
+        return None
+
     def cache_key(self) -> str:
         """Stable text that identifies this index configuration (dataset hash is added by the cache)."""
         parts = [self.name, self.metric, f"n={self.n}", f"dim={self.dim}"]

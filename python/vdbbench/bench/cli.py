@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from dataclasses import replace
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -58,6 +58,8 @@ def register(subparsers) -> None:
                      "(expansion_search); default adaptive")
     run.add_argument("--storage", default="u8+f16", choices=("u8+f16", "f16", "f32"), help="storage of our ivf")
     run.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
+    run.add_argument("--simd", help="cap the SIMD level of our engine and of faiss alike: scalar, avx2, "
+                     "avx512bw, avx512vnni, avx512amx or avx512 (default: the best the CPU has)")
     run.add_argument("--mode", default="batch,single",
                      help="batch, single and/or concurrent (default batch,single); concurrent: --clients "
                      "threads each issue one query per call for --duration seconds")
@@ -243,6 +245,26 @@ def _adapters(names: list[str], under_test: str, ds, options, console) -> dict:
     return adapters
 
 
+def _cap_simd(level: str, adapters: dict, console) -> None:
+    """Caps every index's library at `level` (--simd); says which cannot be capped."""
+    os.environ["VDBBENCH_SIMD"] = level  # subprocesses (and engines loaded later) follow
+    done, uncapped = {}, []
+    for name, adapter in adapters.items():
+        kind = type(adapter)
+        if kind not in done:
+            try:
+                done[kind] = kind.cap_simd(level)
+            except ValueError as exc:
+                raise UsageError(f"--simd {level}: {exc}") from None
+        if done[kind] is None:
+            uncapped.append(name)
+        else:
+            console.print(f"{name}: SIMD capped at {level}, runs {done[kind]}")
+    if uncapped:
+        console.print(f"[yellow]{', '.join(uncapped)}: no run-time SIMD control; "
+                      "they run at the best level their build has[/]")
+
+
 def cmd_run(args) -> int:
     from rich.console import Console
 
@@ -278,6 +300,8 @@ def cmd_run(args) -> int:
         raise UsageError(f"--nlist {args.nlist} exceeds the {ds.n:,} vectors of {ds.name}")
     adapters = _adapters(names, args.index, ds, config.options, console)
     names = list(adapters)
+    if args.simd:
+        _cap_simd(args.simd, adapters, console)
 
     from vdbbench.bench.plot import plot_results
     from vdbbench.bench.report import RichReporter, bandwidth_markdown, headline_markdown, headline_table

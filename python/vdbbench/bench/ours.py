@@ -23,7 +23,18 @@ def _engine():
     return vdbbench
 
 
-class IvfAdapter(Adapter):
+class _OurKernels:
+    """The SIMD level of our engine, for both of its indexes."""
+
+    def simd_level(self):
+        return engine_simd_level()
+
+    @classmethod
+    def cap_simd(cls, level):
+        return str(_engine().set_simd_level(level))
+
+
+class IvfAdapter(_OurKernels, Adapter):
     """vdbbench.IvfIndex: nprobe swept adaptively, rerank swept for u8+f16 storage."""
 
     name = "ivf"
@@ -72,7 +83,7 @@ class IvfAdapter(Adapter):
         return dict(stats) if stats is not None else None
 
 
-class FlatAdapter(Adapter):
+class FlatAdapter(_OurKernels, Adapter):
     """vdbbench.FlatIndex: exact search, one point per run (it has no knob)."""
 
     name = "flat"

@@ -401,11 +401,11 @@ def _finished(path: Path, identity: dict, config: RunConfig) -> dict | None:
 
 
 def _simd(adapter: Adapter) -> str | None:
-    if adapter.name in ("ivf", "flat"):
-        from vdbbench.bench.ours import engine_simd_level
-
-        return engine_simd_level()
-    return None
+    """The SIMD level the index ran at, where its library says."""
+    try:
+        return adapter.simd_level()
+    except Exception:  # a plugin's report must not end the run
+        return None
 
 
 def _source(adapter: Adapter) -> str | None:

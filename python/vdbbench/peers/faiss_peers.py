@@ -25,6 +25,18 @@ from vdbbench.common import default_nlist, normalize_rows  # noqa: E402
 _FAISS_METRIC = {"l2": faiss.METRIC_L2, "ip": faiss.METRIC_INNER_PRODUCT, "cosine": faiss.METRIC_INNER_PRODUCT}
 
 
+# Our SIMD levels as faiss's dispatch levels, best first (faiss has no VNNI-only level: its
+# AVX512 kernels serve every AVX-512 machine, AVX512_SPR the Sapphire Rapids ones).
+_FAISS_SIMD = {
+    "scalar": ("NONE",),
+    "avx2": ("AVX2", "NONE"),
+    "avx512bw": ("AVX512", "AVX2", "NONE"),
+    "avx512vnni": ("AVX512", "AVX2", "NONE"),
+    "avx512amx": ("AVX512_SPR", "AVX512", "AVX2", "NONE"),
+    "avx512": ("AVX512_SPR", "AVX512", "AVX2", "NONE"),
+}
+
+
 class FaissAdapter(Adapter):
     """A faiss index built from an index_factory string; cosine = normalised vectors + IP."""
 
@@ -67,6 +79,26 @@ class FaissAdapter(Adapter):
 
     def versions(self):
         return {"faiss": faiss.__version__, "faiss_compile": faiss.get_compile_options().strip()}
+
+    def simd_level(self):
+        config = getattr(faiss, "SIMDConfig", None)  # faiss >= 1.12: run-time dispatch
+        return str(config.get_level_name()) if config is not None else None
+
+    @classmethod
+    def cap_simd(cls, level):
+        config = getattr(faiss, "SIMDConfig", None)
+        if config is None:
+            return None
+        want = _FAISS_SIMD.get(level.strip().lower())
+        if want is None:
+            raise ValueError(f"unknown SIMD level {level!r}; expected one of {', '.join(_FAISS_SIMD)}")
+        # the best of faiss's levels at or under the cap that this CPU and this build can run
+        for name in want:
+            lvl = faiss.to_simd_level(name)
+            if config.is_simd_level_available(lvl):
+                config.set_level(lvl)
+                return str(config.get_level_name())
+        raise ValueError(f"faiss cannot run at {level} on this CPU")
 
     def save(self, path):
         faiss.write_index(self.index, path)

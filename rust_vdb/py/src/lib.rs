@@ -14,7 +14,7 @@ mod stats;
 use pyo3::prelude::*;
 use vdb_core::kernels;
 
-/// The SIMD level searches use now ("scalar", "avx2", "avx512", "neon").
+/// The SIMD level searches use now ("scalar", "avx2", "avx512bw", "avx512vnni", "avx512amx", "neon").
 #[pyfunction]
 fn simd_level() -> &'static str {
     kernels::active_level().name()
@@ -36,9 +36,10 @@ fn available_simd_levels() -> Vec<&'static str> {
 fn set_simd_level(level: Option<&str>) -> PyResult<&'static str> {
     let cap = match level {
         None => None,
-        Some(s) => Some(kernels::SimdLevel::parse(s).ok_or_else(|| {
+        Some(s) => Some(kernels::level_named(s).ok_or_else(|| {
             errors::invalid(format!(
-                "unknown SIMD level {s:?}; expected one of scalar, avx2, avx512, neon"
+                "unknown SIMD level {s:?}; expected one of scalar, avx2, avx512bw, avx512vnni, \
+                 avx512amx, avx512 (the best AVX-512 level), neon"
             ))
         })?),
     };

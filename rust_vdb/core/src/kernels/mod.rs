@@ -369,6 +369,19 @@ pub fn available_levels() -> Vec<SimdLevel> {
     .collect()
 }
 
+/// The level a name asks for when set at run time (`set_level_cap`): as `SimdLevel::parse`, but
+/// "avx512" is the best AVX-512 level this CPU has (the lowest one, unavailable, when it has
+/// none), so asking for it works on machines with and without VNNI or AMX.
+pub fn level_named(s: &str) -> Option<SimdLevel> {
+    if s.trim().eq_ignore_ascii_case("avx512") {
+        let best = available_levels()
+            .into_iter()
+            .rfind(|l| *l >= SimdLevel::Avx512Bw);
+        return Some(best.unwrap_or(SimdLevel::Avx512Bw));
+    }
+    SimdLevel::parse(s)
+}
+
 /// The best level this CPU has, ignoring every cap.
 pub fn detected_level() -> SimdLevel {
     *available_levels()
