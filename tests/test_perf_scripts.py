@@ -164,6 +164,25 @@ def test_ab_many_compares_builds_on_one_index(env, profiled, mode, threads):
     assert ratio and 0.3 < float(ratio.group(1)) < 3  # the same build against itself
 
 
+def test_load_single_prints_the_ratio_beside_each_neighbour(env, profiled, tmp_path):
+    """load_single.py: one query per call at the default threads against threads=1 beside
+    nothing and beside a busy process, the neighbour gone afterwards, the figures in JSON."""
+    index, _ = profiled
+    out = tmp_path / "load.json"
+    proc = run(env, "load_single.py", "--dataset", DATASET, "--index", str(index), "--nprobe", "16",
+               "--queries", "40", "--rounds", "2", "--neighbours", "none,busy1", "--min-ratio", "0",
+               "--json", str(out))
+    assert re.search(r"^busy1 +default/1t \d+\.\d\d \[", proc.stdout, re.M), proc.stdout
+    figures = json.loads(out.read_text())
+    assert set(figures["neighbours"]) == {"none", "busy1"} and figures["queries"] == 40
+    for r in figures["neighbours"].values():
+        assert r["qps_default"] > 0 and r["qps_1"] > 0 and r["ratio_min"] <= r["ratio"] <= r["ratio_max"]
+    # an impossible floor is reported and fails the command
+    low = run(env, "load_single.py", "--dataset", DATASET, "--index", str(index), "--queries", "20",
+              "--rounds", "1", "--neighbours", "none", "--min-ratio", "100", ok=(1,))
+    assert "below 100" in low.stdout
+
+
 def test_bandwidth_prints_gb_per_second(env):
     out = run(env, "perf/bandwidth.py", "--mib", "64", "--repeats", "2").stdout
     figures = [float(x) for x in re.findall(r"([\d.]+) GB/s", out)]
