@@ -117,7 +117,7 @@ def test_task_text_states_the_repeat_size_and_prompts_are_packaged():
     card = load_task(FIXTURE_CARD)
     text = repeat_text(card)
     assert "at least 1 s on that clock: `search` on batches of 150 held-out queries" in text
-    assert f"times {card.objective.dev_repeats} pairs of 0.25 s repeats" in text
+    assert f"times pairs of 0.25 s repeats on dev batches of the same size, at least {card.objective.dev_repeats}, more until" in text
     object.__setattr__(card.objective, "repeat_seconds", 2.5)
     assert "at least 2.5 s" in repeat_text(card)
     assert (packaged() / "system.md").is_file() and "performance engineer" in render(packaged(), "system.md")

@@ -219,9 +219,12 @@ def test_the_small_window_was_compacted_and_the_state_survived(long_run):
     assert "fewer passes is the lever" in summary  # the model's note
     best_qps = [d for d in events if d["type"] == "decision" and d["outcome"] == "accepted" and d["seq"] < late[-1]["seq"]][-1]["qps"]
     assert f"Best so far: {best_qps:,.0f} QPS" in summary
-    # The system prompt states the current best, through compactions (the last prompt of part one).
+    # The system prompt never moves (so endpoints can cache it); the current best reaches the model
+    # in the conversation, through compactions (the summary, or the last verdict; part one's last prompt).
+    assert len({seen[0]["content"] for seen in first.seen}) == 1
     best_then = [d for d in events if d["type"] == "decision" and d["outcome"] == "accepted" and d["iteration"] <= 25][-1]
-    assert f"## Current best\n{best_then['qps']:,.0f} QPS at recall@10" in first.seen[-1][0]["content"]
+    assert f"{best_then['qps']:,.0f} QPS" not in first.seen[-1][0]["content"]
+    assert f"{best_then['qps']:,.0f} QPS" in "\n".join(str(m.get("content") or "") for m in first.seen[-1][1:])
     # Every prompt the model saw fitted the window (estimated the way the loop does).
     for seen in first.seen + second.seen:
         assert chars_tokens(seen) <= 3000

@@ -1,4 +1,5 @@
-"""The agent's tools on a plain workspace: path guard, exact-once edits, argument checking, task cards."""
+"""The agent's tools on a plain workspace: path guard, exact-once edits, search, argument checking,
+the profile's rendering of engine stats, the task text's data facts, task cards."""
 
 from __future__ import annotations
 
@@ -8,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from vdbbench.agent import profiling, prompts
+from vdbbench.agent.eval_data import EvalData, Split
+from vdbbench.agent.machine import machine
 from vdbbench.agent.task import TaskError, load_task
-from vdbbench.agent.tools import TOOL_NAMES, TOOL_SCHEMAS, FileTools, ToolArgumentError, parse_arguments
+from vdbbench.agent.tools import (
+    MAX_SEARCH_HITS, TOOL_NAMES, TOOL_SCHEMAS, FileTools, ToolArgumentError, benchmark_stop, parse_arguments,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agent_task"
 
@@ -31,7 +37,7 @@ def ws(tmp_path):
 
 
 def test_schemas_cover_the_contract_tools():
-    assert TOOL_NAMES == ["list_files", "read_file", "write_file", "edit_file", "build", "run_tests",
+    assert TOOL_NAMES == ["list_files", "read_file", "search", "write_file", "edit_file", "build", "run_tests",
                           "benchmark", "profile", "submit", "revert_to_best", "note"]
     for schema in TOOL_SCHEMAS:
         json.dumps(schema)  # plain JSON, as the API expects
@@ -138,3 +144,104 @@ def test_editable_globs(card):
     assert not card.is_editable("core/Cargo.toml")
     assert not card.is_editable("core/src/build.rs")
     assert not card.is_editable("core/srcx/lib.rs")
+
+
+def test_search_finds_lines_in_the_editable_sources(ws, card):
+    tools = FileTools(ws, card)
+    res = tools.search("fn b()")
+    assert res.ok and res.text.splitlines() == ["core/src/lib.rs:2: fn b() {}", "core/src/lib.rs:3: fn b() {}"]
+    # Literal by default: "(" is no regex group; regex=true takes a Python regular expression.
+    assert tools.search("fn [ab]").text.startswith("no match")
+    assert len(tools.search(r"fn [ab]\(\)", regex=True).text.splitlines()) == 3
+    assert tools.search("FN A", ignore_case=True).text == "core/src/lib.rs:1: fn a() {}"
+    # The binding is not editable: not searched unless asked for by path (reading it is allowed).
+    assert tools.search("binding").text.startswith("no match")
+    assert tools.search("binding", path="py").text == "py/lib.rs:1: // binding"
+    bad = tools.search("fn (", regex=True)
+    assert not bad.ok and "not a valid regular expression" in bad.text
+    assert tools.search("x", path="../").refused
+
+
+def test_search_output_is_capped_and_says_what_was_left_out(ws, card):
+    (ws / "core" / "src" / "many.rs").write_text("".join(f"let hit_{i} = {i};\n" for i in range(500)))
+    (ws / "core" / "src" / "wide.rs").write_text("let hit = \"" + "x" * 5000 + "\";\n")
+    res = FileTools(ws, card).search("hit")
+    lines = res.text.splitlines()
+    assert len(lines) == MAX_SEARCH_HITS + 1
+    assert lines[0] == "core/src/many.rs:1: let hit_0 = 0;"
+    assert lines[-1] == f"... and {501 - MAX_SEARCH_HITS} more matching lines in 2 file(s): narrow the pattern or the path"
+    wide = FileTools(ws, card).search("hit", path="core/src/wide.rs").text
+    assert wide.startswith("core/src/wide.rs:1: ") and len(wide) < 300 and wide.endswith(" ...")
+
+
+def test_new_tool_arguments_are_checked():
+    assert parse_arguments("search", {"pattern": "x", "regex": True}) == {"pattern": "x", "regex": True}
+    with pytest.raises(ToolArgumentError, match="'regex' must be a boolean"):
+        parse_arguments("search", {"pattern": "x", "regex": "yes"})
+    with pytest.raises(ToolArgumentError, match="'nprobe' must be >= 1"):
+        parse_arguments("benchmark", {"nprobe": 0})
+    with pytest.raises(ToolArgumentError, match="'rerank' must be a integer"):
+        parse_arguments("profile", {"rerank": True})
+    assert parse_arguments("benchmark", {"nprobe": 48, "rerank": 0, "max_seconds": 5}) == {"nprobe": 48, "rerank": 0, "max_seconds": 5}
+
+
+def test_benchmark_stops_when_the_interval_is_clear_of_zero_or_inside_the_margin(card):
+    from vdbbench.agent.judge import SequentialTest
+
+    test = SequentialTest.for_card(card)  # margin 3%, the judge's per-look bound
+    assert benchmark_stop(test, [0.1]) is None  # one pair: no interval yet
+    assert "clear of zero" in benchmark_stop(test, [0.30, 0.31, 0.29])  # a 4x-planted-pass kind of gain
+    assert "clear of zero" in benchmark_stop(test, [-0.20, -0.21, -0.19])  # a clear regression
+    assert benchmark_stop(test, [0.08, -0.10, 0.02]) is None  # unclear: more pairs
+    assert "within +-3%" in benchmark_stop(test, [0.001, -0.001, 0.0005, -0.0008, 0.0002, 0.0])  # no effect, known
+
+
+STATS = {"nq": 150, "threads": 1, "routing_s": 0.002, "prescore_s": 0.006, "rerank_s": 0.001, "topk_s": 0.0005,
+         "wall_s": 0.01, "lists_probed": 4800, "timers": {"route_tile": 0.0015, "seed_bound": 0.0004,
+                                                           "prescore": {"tiles": 0.005}},
+         "build": {"simd": "avx2", "tile_rows": 4}}
+
+
+def test_profile_shows_every_field_of_the_stats_with_nested_timers():
+    text = profiling.stats_text(STATS)
+    # Stages as shares of wall x threads, what they leave out as overhead.
+    assert "prescore: 0.006 s (60.0%)" in text and "routing: 0.002 s (20.0%)" in text
+    assert "overhead (outside the stages): 0.0005 s (5.0%)" in text
+    # The nested timers, each named (nested names dotted), in seconds with their share.
+    assert "timers (named timers" in text
+    assert "route_tile: 0.0015 s (15.0%)" in text and "seed_bound: 0.0004 s (4.0%)" in text
+    assert "prescore.tiles: 0.005 s (50.0%)" in text
+    # A nested mapping that is not timers, and the counters: shown as they are.
+    assert "build: simd=avx2, tile_rows=4" in text
+    assert "nq=150" in text and "lists_probed=4800" in text and "wall_s=0.01" in text and "threads=1" in text
+    assert "no per-stage" in profiling.stats_text({"nq": 3, "timers": {"a": 1.0}})
+    assert "last_search_stats() returned nothing" in profiling.stats_text(None)
+
+
+def test_profile_says_when_perf_is_not_there(card, tmp_path):
+    text = profiling.perf_text(tmp_path / "lib.so", card, None, None, tmp_path, perf="no-such-perf-here")
+    assert text == ("perf sampling: not available (no `no-such-perf-here` on this machine); "
+                    "the engine's timers above are all there is")
+
+
+def _data(n: int, dim: int, dataset: dict | None) -> EvalData:
+    import numpy as np
+
+    split = Split(np.zeros((2, dim), np.float32), np.zeros((2, 10), np.int64), np.zeros((2, 10), np.float32))
+    return EvalData(np.zeros((n, dim), np.float32), "l2", split, split, split, dataset=dataset)
+
+
+def test_the_task_text_states_the_data_as_loaded(card):
+    import dataclasses
+
+    sift = dataclasses.replace(card, dataset=dataclasses.replace(card.dataset, name="sift-1m", generator="", n=0, dim=4))
+    # A registered set: the card does not know its size (n = 0); the loaded data does.
+    assert prompts.data_text(sift) == "`sift-1m` (dimension 4, metric l2)"
+    loaded = _data(1234, 4, {"name": "sift-1m", "loaded": "sift-1m", "synthetic": False})
+    assert prompts.data_text(sift, loaded) == "`sift-1m` (1,234 base vectors of dimension 4, metric l2)"
+    replica = _data(1234, 4, {"name": "sift-1m", "loaded": "synth-sift-1m", "synthetic": True})
+    assert "loaded as `synth-sift-1m` (a generated replica" in prompts.data_text(sift, replica)
+    system = prompts.system_prompt(prompts.packaged(), sift, machine(), loaded)
+    assert "- Data: `sift-1m` (1,234 base vectors of dimension 4, metric l2)." in system
+    assert "0 base vectors" not in prompts.system_prompt(prompts.packaged(), sift, machine())
+    assert "$" not in system  # every template field filled

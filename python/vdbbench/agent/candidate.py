@@ -19,6 +19,7 @@ import numpy as np
 
 from vdbbench.agent import harness_worker
 from vdbbench.agent.task import TaskCard
+from vdbbench.agent.workspace import TAIL_CAP
 
 WORKER = Path(harness_worker.__file__).resolve()
 
@@ -77,6 +78,7 @@ class CandidateProcess:
             preexec_fn=limit,
         )
         self.library = library
+        self.search_args = dict(card.entry.search_args)  # what `search` is called with (benchmark may override)
         self.wall_seconds = 0.0  # wall-clock seconds of the last search, beside the judged clock
         self.loaded: dict = {}  # the load reply (train_s, add_s)
 
@@ -118,7 +120,7 @@ class CandidateProcess:
             raise WorkerDied("crashed", header.get("error", "unknown error") + "\n" + header.get("traceback", ""))
         return header, arrays
 
-    def _stderr_tail(self, limit: int = 1500) -> str:
+    def _stderr_tail(self, limit: int = TAIL_CAP) -> str:
         self.log.flush()
         try:
             data = self.log_path.read_bytes()[-limit:]
@@ -160,7 +162,7 @@ class CandidateProcess:
 
     def repeat(self, queries: np.ndarray, seed: int, min_seconds: float, stats: bool = False) -> tuple[np.ndarray, np.ndarray, list, dict | None]:
         """One timed repeat (see harness_worker.timed_repeat): (first ids, last ids, [[cpu, wall]...], stats)."""
-        self._send({"cmd": "repeat", "search_args": self.card.entry.search_args, "stats": stats, "seed": int(seed),
+        self._send({"cmd": "repeat", "search_args": self.search_args, "stats": stats, "seed": int(seed),
                     "min_seconds": float(min_seconds), "clock": self.card.objective.clock_kind}, {"queries": queries})
         header, arrays = self._recv()
         k = self.card.objective.k
@@ -172,7 +174,7 @@ class CandidateProcess:
         return arrays["ids"][:, :k], arrays["last_ids"][:, :k], passes, header.get("stats")
 
     def search(self, queries: np.ndarray, stats: bool = False) -> tuple[np.ndarray, float, dict | None]:
-        self._send({"cmd": "search", "search_args": self.card.entry.search_args, "stats": stats}, {"queries": queries})
+        self._send({"cmd": "search", "search_args": self.search_args, "stats": stats}, {"queries": queries})
         header, arrays = self._recv()
         ids = self._check_ids(arrays.get("ids"), queries.shape[0])
         seconds = float(header["cpu_seconds"] if self.card.objective.clock_kind == "cpu" else header["seconds"])

@@ -145,20 +145,26 @@ class Evaluator:
         return np.array_split(np.arange(n), max(1, n // batch))
 
     def run(self, split: str, candidate: Path, best: Path | None, *, stats: bool = False,
-            stop: StopRule | None = None, fresh: bool = False) -> EvalReport:
+            stop: StopRule | None = None, fresh: bool = False, search_args: dict | None = None) -> EvalReport:
+        """Candidate against best (or alone) on `split`. With a best and a `stop` rule, the
+        held-out and dev pairs go on until the rule says stop (dev: at least `dev_repeats`);
+        `search_args` overrides the candidate's search arguments (the best keeps the card's)."""
         obj = self.card.objective
         data: Split = getattr(self.data, split)
         slices = self.slices(split)
         if split == "heldout":
             min_pairs, max_pairs, seconds = obj.repeats, (obj.max_pairs if (best is not None and stop) else obj.repeats), obj.repeat_seconds
         elif split == "dev":
-            min_pairs = max_pairs = obj.dev_repeats
+            min_pairs = obj.dev_repeats
+            max_pairs = obj.max_pairs if (best is not None and stop) else obj.dev_repeats
             seconds = obj.dev_repeat_seconds
         else:  # fresh: one short pass per slice
             min_pairs = max_pairs = len(slices)
             seconds = 0.0
         timeout = self.card.limits.eval_timeout_s
         procs = {"candidate": self._spawn(candidate, "candidate", time.monotonic() + timeout)}
+        if search_args:
+            procs["candidate"].search_args.update(search_args)
         kept = False
         if best is not None:
             procs["best"], kept = self._best_process(best, time.monotonic() + timeout)

@@ -68,6 +68,7 @@ class Facts:
     accepted: list = field(default_factory=list)
     outcomes: Counter = field(default_factory=Counter)
     since_improvement: int = 0
+    since_review: int = 0  # decisions without a gain since the last strategic review (or gain)
     notes: list = field(default_factory=list)
     audits: dict = field(default_factory=dict)  # commit -> audit event
     audits_by_iteration: dict = field(default_factory=dict)
@@ -185,11 +186,13 @@ class Facts:
         if ev.get("outcome") == "accepted":
             self.accepted.append(dict(ev))
             self.since_improvement = 0
+            self.since_review = 0
             if ev.get("qps") is not None:
                 self.best_qps = float(ev["qps"])
             self.best_recall, self.best_commit = ev.get("recall10"), ev.get("commit")
         else:
             self.since_improvement += 1
+            self.since_review += 1
         self.unseen_verdict = dict(ev)  # until a later model call shows it
         self.curve.append((int(ev.get("seq", -1)), self.best_qps))
         self.progress[int(ev.get("seq", len(self.progress)))] = {
@@ -215,6 +218,7 @@ class Facts:
 
     def _on_review(self, ev) -> None:
         self.reviews += 1
+        self.since_review = 0
 
     def _on_budget_stop(self, ev) -> None:
         self.budget_stops.append(dict(ev))

@@ -53,7 +53,7 @@ from vdbbench.agent import transfer
 from vdbbench.agent import workspace as wsp
 from vdbbench.agent.eval_report import EvalReport, Metrics, fmt_qps
 from vdbbench.agent.evaluator import Evaluator
-from vdbbench.agent.startup import METRICS_TRAILER
+from vdbbench.agent.workspace import METRICS_TRAILER
 from vdbbench.agent.task import TaskCard
 
 DIFF_CAP = 64 * 1024  # bytes of the submission's diff kept in the decision event

@@ -35,9 +35,10 @@ from vdbbench.agent.judge import Judge, decision_text
 from vdbbench.agent.machine import machine
 from vdbbench.agent.model import Model, ModelFinished, ModelUnavailable, ToolCall
 from vdbbench.agent.node import node_info
-from vdbbench.agent.startup import Best, SessionError
+from vdbbench.agent.session_api import Best, SessionError
 from vdbbench.agent.task import TaskCard, load_task
-from vdbbench.agent.tools import TOOL_SCHEMAS, FileTools, ToolArgumentError, ToolResult, run_tool
+from vdbbench.agent.tools import TOOL_SCHEMAS, ToolArgumentError, ToolResult, run_tool
+from vdbbench.agent.workspace import BuildResult, TestResult
 
 
 
@@ -55,11 +56,12 @@ class BudgetStop(SessionOver):
         self.which, self.limit, self.used = which, limit, used
 
 
-_fmt = prompts.fmt_qps
-
-
 class Session:
-    """One agent session in its run directory: workspace, builds, journal, conversation."""
+    """One agent session in its run directory: workspace, builds, journal, conversation.
+
+    The tools and the start-up steps use it through `session_api.SessionApi` (its public
+    attributes and methods); the journal's facts are folded as events are written, once from the
+    file when the session starts or resumes."""
 
     def __init__(self, run_dir: Path, card: TaskCard, model: Model, budgets: Budgets,
                  prices: PriceTable | None = None, on_event: Callable[[dict], None] | None = None,
@@ -75,7 +77,7 @@ class Session:
         self.target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or self.run_dir / "target").resolve()
         self.builds = self.run_dir / "builds"
         self.journal = Journal(self.run_dir / "journal.jsonl")
-        self.files = FileTools(self.ws, card)
+        self._facts = Facts.fold(self.journal.events())  # then kept current by emit()
         self.prompts = prompt_dir if prompt_dir is not None else prompts.for_card(card)
         self.machine = machine()
         self.evaluator: Evaluator | None = None
@@ -88,13 +90,14 @@ class Session:
         self._built_text = ""
         self._tested: tuple[str, object] | None = None  # (fingerprint, TestResult) of the last test run
         self._last_diff_stat = ""
-        self._last_profile: str | None = None
+        self.last_profile: str | None = None
         self._pending_user: list[str] = []
         self._idle = 0
 
     # -- journal ---------------------------------------------------------------------------
     def emit(self, type: str, **payload) -> dict:
         event = self.journal.append(type, **payload)
+        self._facts.apply(event)
         if self.on_event is not None:
             try:
                 self.on_event(event)
@@ -106,7 +109,8 @@ class Session:
         return self.journal.events()
 
     def facts(self) -> Facts:
-        return Facts.fold(self.events())
+        """The journal's facts so far (the same as folding the whole file, without reading it)."""
+        return self._facts
 
     def usage(self) -> Usage:
         return self.facts().usage
@@ -164,22 +168,22 @@ class Session:
             startup.restore(self)
         else:
             startup.measure_reference(self, startup.baseline(self))
-        self.messages = [{"role": "system", "content": self._system_prompt()}]
+        # The system message stays the same all session long (so endpoints can cache the prompt);
+        # what moves, the current best, is stated in the first user message and in each verdict.
+        self.messages = [{"role": "system", "content": self.system_prompt()}]
+        best = prompts.best_text(self.card, self.best.qps, self.best.recall10, self.best.commit)
         if resumed:
             summary = compaction.build_state_summary(self.events(), card.to_dict())
             changed = wsp.diff_vs_best(self.ws, card, stat=True) or "none"
-            self.messages.append({"role": "user", "content": summary + "\n\n" + prompts.render(self.prompts, "resume.md", changed=changed)})
+            self.messages.append({"role": "user", "content": summary + "\n\n" + prompts.render(
+                self.prompts, "resume.md", changed=changed, best=best)})
         else:
-            self.messages.append({"role": "user", "content": prompts.render(self.prompts, "begin.md")})
+            self.messages.append({"role": "user", "content": prompts.render(self.prompts, "begin.md", best=best)})
 
-    def _system_prompt(self) -> str:
-        best = prompts.best_text(self.card, self.best.qps, self.best.recall10, self.best.commit)
-        return prompts.system_prompt(self.prompts, self.card, self.machine, best)
-
-    def _refresh_system_prompt(self) -> None:
-        """The system message states the current best: it moves with every accepted change."""
-        if self.messages and self.messages[0].get("role") == "system":
-            self.messages[0] = {"role": "system", "content": self._system_prompt()}
+    def system_prompt(self) -> str:
+        """The standing instructions and the task, with the data as loaded (its real size)."""
+        data = self.evaluator.data if self.evaluator is not None else None
+        return prompts.system_prompt(self.prompts, self.card, self.machine, data=data)
 
 
     # -- the loop --------------------------------------------------------------------------
@@ -281,7 +285,6 @@ class Session:
         for text in self._pending_user:
             self.messages.append({"role": "user", "content": text})
         self._pending_user.clear()
-        self._refresh_system_prompt()
 
     def _journal_attempt(self, a) -> None:
         cost = self.prices.cost_of(self.model.name, a.prompt_tokens, a.completion_tokens) if a.prompt_tokens is not None else 0.0
@@ -295,7 +298,6 @@ class Session:
         if not compaction.needs_compaction(self.messages, window, reserve, self.last_usage):
             return
         before = compaction.estimate_tokens(self.messages, self.last_usage)
-        self._refresh_system_prompt()
         self.messages = compaction.compact(self.messages, self.events(), self.card.to_dict(), window,
                                            keep_recent_turns=4, reserve=reserve, last_usage=self.last_usage)
         after = compaction.chars_tokens(self.messages)
@@ -328,18 +330,19 @@ class Session:
     def _fingerprint(self) -> str:
         return hashlib.sha256((self.best.commit + "\n" + wsp.diff_vs_best(self.ws, self.card)).encode()).hexdigest()
 
-    def _build_into(self, out_dir: Path):
+    def build_into(self, out_dir: Path) -> BuildResult:
+        """Build the working copy into `out_dir`, journaled."""
         res = wsp.build(self.ws, self.card, self.target, out_dir)
-        self.emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=res.stderr_tail[-1500:],
+        self.emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=wsp.tail(res.stderr_tail),
                   errors=res.errors, warnings=res.warnings)
         return res
 
-    def _build_current(self) -> tuple[bool, str, bool]:
+    def build_current(self) -> tuple[bool, str, bool]:
         """(ok, text, rebuilt): the working copy built into builds/current, reused when unchanged."""
         fp = self._fingerprint()
         if fp == self._built_fp:
             return self._built_ok, ("build ok (unchanged since the last build)" if self._built_ok else self._built_text), False
-        res = self._build_into(self.builds / "current")
+        res = self.build_into(self.builds / "current")
         self._built_fp, self._built_ok = fp, res.ok
         if res.ok:
             self._built_text = f"build ok ({res.seconds:.1f} s)" + (f"\n{res.warnings}" if res.warnings else "")
@@ -348,31 +351,32 @@ class Session:
         return res.ok, self._built_text, True
 
     @property
-    def _current_lib(self) -> Path:
+    def current_lib(self) -> Path:
         return self.builds / "current" / f"{self.card.entry.leaf}.so"
 
     @property
-    def _best_lib(self) -> Path:
+    def best_lib(self) -> Path:
         return self.builds / "best" / f"{self.card.entry.leaf}.so"
 
-    def _run_tests(self):
+    def run_tests(self) -> TestResult:
         """cargo test of the working copy; a pass is remembered until the code changes."""
         fp = self._fingerprint()
         if self._tested is not None and self._tested[0] == fp:
             return self._tested[1]
         res = wsp.run_tests(self.ws, self.card, self.target)
-        self.emit("tests", ok=res.ok, seconds=round(res.seconds, 3), summary=res.summary, output_tail=res.output_tail[-1500:])
+        self.emit("tests", ok=res.ok, seconds=round(res.seconds, 3), summary=res.summary,
+                  output_tail=wsp.tail(res.output_tail), compiled=res.compiled)
         self._tested = (fp, res)
         return res
 
     # -- submit: the judge -----------------------------------------------------------------
-    def tool_submit(self, message: str) -> ToolResult:
+    def submit(self, message: str) -> ToolResult:
         used = self.usage().submissions
         if self.budgets.iterations is not None and used >= self.budgets.iterations:
             return ToolResult(f"submission not run: the iteration budget ({self.budgets.iterations}) is used up", ok=False)
         self.journal.iteration = used + 1
         it = self.journal.iteration
-        judge = Judge(self.card, self.ws, self.builds, self.evaluator, self.emit, self._build_current, self._run_tests)
+        judge = Judge(self.card, self.ws, self.builds, self.evaluator, self.emit, self.build_current, self.run_tests)
         before = self.best.qps
         decision = judge.submit(message, self.best.commit, before, it)
         if decision.accepted:
@@ -380,9 +384,13 @@ class Session:
         self._last_diff_stat = decision.diff_stat
         self.emit("decision", **decision.journal_fields(), best_qps_before=before, best_qps_after=self.best.qps,
                   message=message)
-        if not decision.accepted and review.should_review(self.events(), self.card.session.review_every):
-            prompt = review.review_prompt(self.events(), self._last_profile)
+        facts = self.facts()
+        if not decision.accepted and review.review_due(facts, self.card.session.review_every):
+            prompt = review.review_prompt(facts.decisions, self.last_profile)
             self.emit("review", text=prompt)
             self._pending_user.append(prompt)
-        return ToolResult(decision_text(decision, it), ok=decision.accepted)
+        text = decision_text(decision, it)
+        if decision.accepted:
+            text += "\nCurrent best: " + prompts.best_text(self.card, self.best.qps, self.best.recall10, self.best.commit)
+        return ToolResult(text, ok=decision.accepted)
 

@@ -1,6 +1,7 @@
 """The prompt templates (shipped inside the package, found through importlib.resources; a card may
-bring its own folder) and the texts built from them: the system prompt with the task, the
-machine and the current best."""
+bring its own folder) and the texts built from them: the system prompt with the task and the
+machine (the same all session long, so endpoints can cache it), and the current best, which the
+conversation states (first message, verdicts)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import shutil
 import string
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vdbbench.agent.eval_report import fmt_qps  # noqa: F401 - the loop's QPS figures
+from vdbbench.agent.eval_report import fmt_qps
 from vdbbench.agent.machine import Machine
 from vdbbench.agent.task import TaskCard
+
+if TYPE_CHECKING:
+    from vdbbench.agent.eval_data import EvalData
 
 TEMPLATES = ("system.md", "task.md", "begin.md", "resume.md", "nudge.md", "final.md")
 
@@ -62,8 +66,9 @@ def repeat_text(card: TaskCard) -> str:
     batch = card.batch_queries
     return (f"each timed repeat runs for at least {obj.repeat_seconds:g} s on that clock: `search` on batches of "
             f"{batch:,} held-out queries, cycling through its slice in a fresh order each pass (candidate and best "
-            f"see the same sequence); `benchmark` times {obj.dev_repeats} pairs of {obj.dev_repeat_seconds:g} s "
-            f"repeats on dev batches of the same size. A repeat's QPS is the queries it timed over its time.")
+            f"see the same sequence); `benchmark` times pairs of {obj.dev_repeat_seconds:g} s repeats on dev batches of "
+            f"the same size, at least {obj.dev_repeats}, more until its interval is clear of zero. A repeat's QPS is "
+            f"the queries it timed over its time.")
 
 
 def best_text(card: TaskCard, qps: float | None, recall10: float | None, commit: str) -> str:
@@ -76,8 +81,26 @@ def best_text(card: TaskCard, qps: float | None, recall10: float | None, commit:
     return text
 
 
-def system_prompt(prompts, card: TaskCard, machine: Machine, best: str) -> str:
-    """The system message: the standing instructions, then the task with the machine and `best`."""
+def data_text(card: TaskCard, data: "EvalData | None" = None) -> str:
+    """The data line of the task: the set as loaded (its real size; a replica standing in for an
+    unavailable set says so); from the card alone when nothing is loaded, and a size only when
+    the card knows it."""
+    ds = card.dataset
+    ident = (data.dataset or {}) if data is not None else {}
+    n = int(data.base.shape[0]) if data is not None else ds.n
+    dim = int(data.base.shape[1]) if data is not None else ds.dim
+    metric = data.metric if data is not None else ds.metric
+    size = f"{n:,} base vectors of dimension {dim}" if n else f"dimension {dim}"
+    text = f"`{ds.name}` ({size}, metric {metric})"
+    loaded = ident.get("loaded")
+    if loaded and loaded != ds.name:
+        text += f"; loaded as `{loaded}`" + (" (a generated replica: the real set is not available here)" if ident.get("synthetic") else "")
+    return text
+
+
+def system_prompt(prompts, card: TaskCard, machine: Machine, data: "EvalData | None" = None) -> str:
+    """The system message: the standing instructions, then the task with the data and the machine.
+    It never changes during a session (the current best is stated in the conversation)."""
     c = card
     build_args = "".join(f", {k}={v!r}" for k, v in c.entry.build_args.items())
     search_args = ", ".join(f"{k}={v!r}" for k, v in c.entry.search_args.items())
@@ -85,13 +108,16 @@ def system_prompt(prompts, card: TaskCard, machine: Machine, best: str) -> str:
         prompts, "task.md", name=c.name, description=c.description,
         editable="\n".join(f"- `{p}`" for p in c.editable), manifest=c.build.manifest,
         module=c.entry.module, cls=c.entry.cls, dim=c.dataset.dim, build_args=build_args,
-        search_args=search_args, dataset=c.dataset.name, n=f"{c.dataset.n:,}", metric=c.dataset.metric,
+        search_args=search_args, dataset=c.dataset.name, data=data_text(c, data),
+        n=f"{data.base.shape[0]:,}" if data is not None else (f"{c.dataset.n:,}" if c.dataset.n else "?"),
+        metric=c.dataset.metric,
         threads=c.objective.threads, recall_floor=c.objective.recall_floor,
         clock=("process's CPU time (all its threads)" if c.objective.clock_kind == "cpu" else "wall clock"),
         margin_pct=f"{c.objective.margin:.0%}", repeats=c.objective.repeats, p_value=c.objective.p_value,
         max_pairs=c.objective.max_pairs,
         tests=(f"`cargo test` of `{c.tests.manifest or c.build.manifest}` must pass" if c.tests.enabled else "none"),
-        repeat_text=repeat_text(c), machine=machine.describe(), best=best,
+        repeat_text=repeat_text(c), machine=machine.describe(),
+        best="stated in the conversation (the first message, then every accepted verdict)",
         hints=(f"## Hints\n{c.hints}" if c.hints else ""),
     )
     return render(prompts, "system.md") + "\n\n" + task

@@ -70,10 +70,10 @@ def measure(card: TaskCard, data: EvalData, run_dir: Path, target: Path,
     )
     t0 = time.perf_counter()
     res = wsp.build(src, ref_card, target, run_dir / "builds" / "reference")
-    emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=res.stderr_tail[-1500:], errors=res.errors,
+    emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=wsp.tail(res.stderr_tail), errors=res.errors,
          what="reference")
     if not res.ok:
-        emit("error", where="reference", text=f"the reference does not build: {res.errors[:1500]}")
+        emit("error", where="reference", text=f"the reference does not build: {res.errors[:wsp.TAIL_CAP]}")
         return None
     report = Evaluator(ref_card, data, run_dir).run("heldout", res.library, None)
     if report.failure or report.candidate is None:

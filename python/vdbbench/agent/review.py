@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from vdbbench.agent.compaction import one_line
 from vdbbench.agent.eval_report import fmt_qps
+from vdbbench.agent.facts import Facts
 
 # Structural moves that produced the steps in published long runs; offered as examples only.
 STRUCTURAL_IDEAS = (
@@ -33,21 +34,16 @@ def submissions_since_improvement(events: Sequence[Mapping[str, Any]]) -> int:
     return n
 
 
-def should_review(events: Sequence[Mapping[str, Any]], every_n_without_improvement: int | None) -> bool:
+def review_due(facts: Facts, every_n_without_improvement: int | None) -> bool:
     """True when the last `every_n_without_improvement` submissions brought no gain and no review
     has been asked since then (so a long plateau gets one review per N submissions)."""
-    if not every_n_without_improvement or every_n_without_improvement <= 0:
-        return False
-    n = 0
-    for ev in reversed(events):
-        kind = ev.get("type")
-        if kind == "review":
-            break
-        if kind == "decision":
-            if ev.get("outcome") == "accepted":
-                break
-            n += 1
-    return n >= every_n_without_improvement
+    n = every_n_without_improvement
+    return bool(n and n > 0 and facts.since_review >= n)
+
+
+def should_review(events: Sequence[Mapping[str, Any]], every_n_without_improvement: int | None) -> bool:
+    """review_due for a list of journal events."""
+    return review_due(Facts.fold(events), every_n_without_improvement)
 
 
 _STAGE = re.compile(r"^\s*(?:[\w.]*\.)?(\w+?)_s\s*[:=]\s*([-+0-9.eE]+)\s*$", re.MULTILINE)

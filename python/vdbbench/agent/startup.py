@@ -5,44 +5,22 @@ the journal from the commit's metrics trailer."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from vdbbench.agent import reference
 from vdbbench.agent import workspace as wsp
 from vdbbench.agent.node import moved_since_last_segment
+from vdbbench.agent.session_api import Best, SessionApi, SessionError
 
-if TYPE_CHECKING:
-    from vdbbench.agent.loop import Session
-
-# Every accepted commit's message ends with this line and a JSON object of its metrics.
-METRICS_TRAILER = "vdbbench-metrics: "
+__all__ = ["Best", "SessionError", "baseline", "measure_reference", "restore"]
 
 
-class SessionError(RuntimeError):
-    """The session cannot start or resume (the start version does not build, no journal...)."""
-
-
-@dataclass
-class Best:
-    commit: str
-    qps: float | None
-    recall10: float | None
-
-
-def restore(session: "Session") -> None:
+def restore(session: SessionApi) -> None:
     """Best = the session branch's head; a commit the journal missed (crash) is recovered."""
     facts = session.facts()
     session.journal.iteration = len(facts.decisions)
     head = wsp.head(session.ws)
     known = {d.get("commit") for d in facts.accepted}
     if head not in known and head != wsp.start_commit(session.ws):
-        msg = wsp.git(session.ws, "log", "-1", "--format=%B", head)
-        metrics = {}
-        for line in msg.splitlines():
-            if line.startswith(METRICS_TRAILER):
-                metrics = json.loads(line[len(METRICS_TRAILER):])
+        metrics = wsp.commit_metrics(session.ws, head)
         session.journal.iteration += 1
         session.emit("error", where="resume", text=f"commit {head[:12]} was accepted but its decision was not journaled (crash); recovered from the commit")
         session.emit("decision", outcome="accepted", qps=metrics.get("qps"), recall10=metrics.get("recall10"),
@@ -62,7 +40,7 @@ def restore(session: "Session") -> None:
         src = session.run_dir / "best-src"
         wsp.export_tree(session.ws, head, src)
         res = wsp.build(src, session.card, session.target, session.builds / "best")
-        session.emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=res.stderr_tail[-1500:], what="best (resume)")
+        session.emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=wsp.tail(res.stderr_tail), what="best (resume)")
         if not res.ok:
             raise SessionError(f"the best commit {head[:12]} no longer builds:\n{res.errors}")
         marker.write_text(head)
@@ -73,9 +51,9 @@ def restore(session: "Session") -> None:
             session.best = Best(session.best.commit, report.candidate.qps, report.candidate.recall10)
 
 
-def baseline(session: "Session"):
+def baseline(session: SessionApi):
     """Build the start version as the first best and measure it once; returns its metrics."""
-    res = session._build_into(session.builds / "best")
+    res = session.build_into(session.builds / "best")
     if not res.ok:
         session.emit("error", where="baseline build", text=res.errors)
         raise SessionError(f"the start version does not build:\n{res.errors}")
@@ -89,7 +67,7 @@ def baseline(session: "Session"):
     return report.candidate
 
 
-def measure_reference(session: "Session", baseline_metrics) -> None:
+def measure_reference(session: SessionApi, baseline_metrics) -> None:
     """The project's own engine on this card, once (the start itself when that is the engine)."""
     if session.card.reference.source == "none":
         return

@@ -1,28 +1,36 @@
 """The model's tools in one table: each tool's JSON schema beside the code that runs it. File
 tools act on the session workspace (FileTools); harness tools build, test, measure and judge
-through the session (the functions below; `submit` is the session's judge)."""
+through the session's public side (session_api.SessionApi; `submit` is the session's judge)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+from vdbbench.agent import profiling
 from vdbbench.agent import workspace as wsp
 from vdbbench.agent.eval_report import EvalReport, fmt_qps
-from vdbbench.agent.review import stats_stages
+from vdbbench.agent.judge import SequentialTest
+from vdbbench.agent.session_api import SessionApi as Session
 from vdbbench.agent.task import TaskCard
 from vdbbench.agent.workspace import PathRefused, resolve_path
-
-if TYPE_CHECKING:
-    from vdbbench.agent.loop import Session
 
 MAX_READ_LINES = 400
 MAX_READ_CHARS = 40_000
 MAX_LIST = 400
+MAX_SEARCH_HITS = 100  # lines a `search` shows
+MAX_SEARCH_CHARS = 12_000
+MAX_SEARCH_LINE = 200  # characters of one matching line shown
+BENCHMARK_SECONDS = 20  # default: how long `benchmark` adds pairs after its first ones
+BENCHMARK_MAX_SECONDS = 120
 _SKIP_DIRS = {".git", "target", "__pycache__"}
+_JSON_TYPES = {"string": (str,), "integer": (int,), "boolean": (bool,)}
 
 
 def _fn(name: str, description: str, properties: dict | None = None, required: list[str] | None = None) -> dict:
@@ -73,15 +81,19 @@ def parse_arguments(name: str, raw: str | dict | None) -> dict:
         raise ToolArgumentError(f"{name} needs the argument(s) {', '.join(missing)}; e.g. {_example(name)}")
     for key, value in args.items():
         want = props[key]["type"]
-        ok = isinstance(value, str) if want == "string" else (isinstance(value, int) and not isinstance(value, bool))
+        ok = isinstance(value, _JSON_TYPES[want]) and (want == "boolean" or not isinstance(value, bool))
         if not ok:
             raise ToolArgumentError(f"{name}: argument {key!r} must be a {want}, got {type(value).__name__}")
+        low = props[key].get("minimum")
+        if low is not None and value < low:
+            raise ToolArgumentError(f"{name}: argument {key!r} must be >= {low}, got {value}")
     return args
 
 
 def _example(name: str) -> str:
     schema = next(t["function"]["parameters"] for t in TOOL_SCHEMAS if t["function"]["name"] == name)
-    return json.dumps({k: ("..." if v["type"] == "string" else 1) for k, v in schema["properties"].items() if k in schema["required"]})
+    sample = {"string": "...", "integer": 1, "boolean": True}
+    return json.dumps({k: sample[v["type"]] for k, v in schema["properties"].items() if k in schema["required"]})
 
 
 class FileTools:
@@ -146,6 +158,60 @@ class FileTools:
         more = f"\n... {n - end} more lines: read_file with start_line={end + 1}" if end < n else ""
         return ToolResult(head + "\n" + "\n".join(body) + more)
 
+    def search(self, pattern: str, path: str | None = None, regex: bool = False, ignore_case: bool = False) -> ToolResult:
+        """Lines matching `pattern` (literal, or a Python regular expression) as `file:line: text`,
+        over the editable files (or the files under `path`), capped."""
+        if pattern == "":
+            return ToolResult("`pattern` is empty; give the text (or regular expression) to look for", ok=False)
+        try:
+            rx = re.compile(pattern if regex else re.escape(pattern), re.IGNORECASE if ignore_case else 0)
+        except re.error as exc:
+            return ToolResult(f"{pattern!r} is not a valid regular expression ({exc}); pass regex=false to search for it literally", ok=False)
+        if path:
+            try:
+                root = resolve_path(self.ws, self.card, path, for_write=False)
+            except PathRefused as exc:
+                return ToolResult(str(exc), ok=False, refused=True)
+            if not root.exists():
+                return ToolResult(f"{path!r} does not exist in the workspace", ok=False)
+            files = [root] if root.is_file() else list(self._walk(root))
+        else:
+            files = [f for f in self._walk(self.ws) if self.card.is_editable(f.relative_to(self.ws).as_posix())]
+        hits, used, more, more_files, searched = [], 0, 0, set(), 0
+        for f in files:
+            try:
+                text = f.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue  # binary or unreadable: not source
+            searched += 1
+            rel = f.relative_to(self.ws).as_posix()
+            for i, line in enumerate(text.splitlines(), 1):
+                if not rx.search(line):
+                    continue
+                shown = line.strip()
+                shown = shown if len(shown) <= MAX_SEARCH_LINE else shown[:MAX_SEARCH_LINE] + " ..."
+                row = f"{rel}:{i}: {shown}"
+                if len(hits) < MAX_SEARCH_HITS and used + len(row) + 1 <= MAX_SEARCH_CHARS:
+                    hits.append(row)
+                    used += len(row) + 1
+                else:
+                    more += 1
+                    more_files.add(rel)
+        where = f"under {path!r}" if path else "in the editable files"
+        if not hits:
+            return ToolResult(f"no match for {pattern!r} {where} ({searched} files searched)")
+        tail = (f"\n... and {more} more matching lines in {len(more_files)} file(s): narrow the pattern or the path"
+                if more else "")
+        return ToolResult("\n".join(hits) + tail)
+
+    def _walk(self, root: Path):
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not os.path.islink(os.path.join(dirpath, d)))
+            for name in sorted(filenames):
+                f = Path(dirpath) / name
+                if not f.is_symlink():
+                    yield f
+
     def write_file(self, path: str, content: str) -> ToolResult:
         try:
             p = resolve_path(self.ws, self.card, path, for_write=True)
@@ -190,96 +256,147 @@ class FileTools:
 
 # -- harness tools: they act through the session ----------------------------------------------
 
-def build(s: "Session") -> ToolResult:
-    ok, text, _ = s._build_current()
+def build(s: Session) -> ToolResult:
+    ok, text, _ = s.build_current()
     return ToolResult(text, ok=ok)
 
 
-def run_tests(s: "Session") -> ToolResult:
+def run_tests(s: Session) -> ToolResult:
     if not s.card.tests.enabled:
         return ToolResult("this task has no Rust tests; build and benchmark instead")
-    res = s._run_tests()
+    res = s.run_tests()
     if res.ok:
         return ToolResult(f"tests passed ({res.seconds:.1f} s): {res.summary}")
+    if not res.compiled:
+        return ToolResult(f"build FAILED: the crate or its tests did not compile, so no test ran ({res.seconds:.1f} s):\n"
+                          f"{res.failures}", ok=False)
     return ToolResult(f"tests FAILED ({res.seconds:.1f} s): {res.summary}\n{res.failures}", ok=False)
 
 
-def compare_text(s: "Session", report, what: str) -> str:
-    """A dev-split measurement as the model reads it: yours, the best's, the gain, per-repeat QPS."""
+def _overrides(nprobe: int | None, rerank: int | None) -> dict:
+    return {k: v for k, v in (("nprobe", nprobe), ("rerank", rerank)) if v is not None}
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1%}"
+
+
+def benchmark_stop(test: SequentialTest, log_ratios) -> str | None:
+    """Why `benchmark` can stop adding pairs, or None: the judge's interval of the gain is clear of
+    zero, or lies within +-margin (no gain worth submitting, no loss to fear)."""
+    if len(log_ratios) < 2:
+        return None
+    _, lo, hi = test.bounds(log_ratios)
+    if lo > 0 or hi < 0:
+        return "its interval is clear of zero"
+    target = math.log1p(test.margin)
+    if -target < lo and hi < target:
+        return f"its interval lies within +-{test.margin:.0%} (the margin)"
+    return None
+
+
+def compare_text(s: Session, report: EvalReport, what: str, overrides: dict | None = None, why: str = "") -> str:
+    """A dev-split measurement as the model reads it, every figure on the judged clock: both QPS, the
+    gain with its interval, the per-pair gains it comes from, and what the judge's rule says."""
     c, b = report.candidate, report.best
     floor = s.card.objective.recall_floor
-    lines = [f"{what}: your working copy {fmt_qps(c.qps)} QPS, recall@10 {c.recall10:.4f} "
+    clock = "process CPU time" if c.clock == "cpu" else "wall clock"
+    args = (" with " + ", ".join(f"{k}={v}" for k, v in overrides.items()) + " (the best keeps the card's search arguments)"
+            if overrides else "")
+    lines = [f"{what}: {c.batch:,} queries per search call, every figure on the {c.clock} clock ({clock})",
+             f"your working copy{args}: {fmt_qps(c.qps)} QPS, recall@10 {c.recall10:.4f} "
              f"({'meets' if c.recall10 >= floor else 'MISSES'} the floor {floor})"]
-    if b is not None:
-        spread = f", per-pair spread {report.spread:.1%}" if report.spread is not None else ""
-        lines.append(f"current best measured in the same run: {fmt_qps(b.qps)} QPS, recall@10 {b.recall10:.4f}; "
-                     f"gain {report.gain:+.1%} over {report.pairs} interleaved pairs{spread} "
-                     f"(the margin to beat is {s.card.objective.margin:.0%}; a submission is judged the same way "
-                     f"on held-out queries, with more pairs while unclear)")
-    lines.append(f"per-repeat QPS: yours {', '.join(fmt_qps(q) for q in c.qps_samples)}"
-                 + (f"; best {', '.join(fmt_qps(q) for q in b.qps_samples)}" if b else ""))
-    lines.append(f"QPS timed on the {c.clock} clock" + (f" (wall-clock QPS {fmt_qps(c.wall_qps)})" if c.clock != "wall" else "")
-                 + f"; index build: train {c.train_s:.3f} s, add {c.add_s:.3f} s")
+    if b is not None and report.log_ratios:
+        test = SequentialTest.for_card(s.card)
+        d = report.log_ratios
+        m, lo, hi = test.bounds(d)
+        level = 1 - 2 * test.alpha_look
+        lines.append(f"current best, timed in turns with it: {fmt_qps(b.qps)} QPS, recall@10 {b.recall10:.4f}")
+        interval = (f"interval {_pct(math.expm1(lo))} .. {_pct(math.expm1(hi))} ({level:.0%}, the judge's bound per look)"
+                    if len(d) > 1 else "no interval from one pair")
+        stopped = why or {"cap": "the pair cap was reached", "recall": "recall fell under the floor"}.get(report.stopped, "")
+        lines.append(f"gain {_pct(report.gain)} over {len(d)} interleaved pairs, {interval}"
+                     + (f"; stopped: {stopped}" if stopped else ""))
+        lines.append("per-pair gains: " + ", ".join(_pct(math.expm1(x)) for x in d))
+        verdict = test.decide(d)
+        if len(d) < test.min_pairs:
+            judged = f"too few pairs for the judge's rule (it times at least {test.min_pairs})"
+        elif verdict == "accept":
+            judged = "these pairs would pass the judge's rule"
+        elif verdict == "reject":
+            judged = f"these pairs would fail the judge's rule (gain under the {test.margin:.0%} margin, or unclear at the cap)"
+        else:
+            judged = "the judge would still be undecided on these pairs"
+        lines.append(f"{judged}; a submission is judged the same way on held-out queries you never see")
+    lines.append(f"index build: train {c.train_s:.3f} s, add {c.add_s:.3f} s")
     return "\n".join(lines)
 
 
-def benchmark(s: "Session") -> ToolResult:
-    ok, text, _ = s._build_current()
+def benchmark(s: Session, nprobe: int | None = None, rerank: int | None = None,
+              max_seconds: int | None = None) -> ToolResult:
+    """Working copy against the best on the dev queries, in interleaved pairs added (after the
+    card's `dev_repeats`) until the gain's interval is clear of zero or within the margin, or the
+    time cap."""
+    ok, text, _ = s.build_current()
     if not ok:
         return ToolResult(f"cannot benchmark: {text}", ok=False)
-    report = s.evaluator.run("dev", s._current_lib, s._best_lib)
-    s.emit("evaluation", **report.journal_payload())
+    overrides = _overrides(nprobe, rerank)
+    cap = min(max(1, max_seconds or BENCHMARK_SECONDS), BENCHMARK_MAX_SECONDS)
+    test = SequentialTest.for_card(s.card)
+    why: list[str] = []
+    started: list[float] = []
+
+    def stop(log_ratios) -> bool:
+        if not started:
+            started.append(time.monotonic())
+        reason = benchmark_stop(test, log_ratios)
+        if reason is None and time.monotonic() - started[0] >= cap:
+            reason = f"the {cap} s time cap"
+        if reason:
+            why.append(reason)
+        return reason is not None
+
+    report = s.evaluator.run("dev", s.current_lib, s.best_lib, stop=stop, search_args=overrides or None)
+    s.emit("evaluation", **report.journal_payload(), tool="benchmark", search_args=overrides or None)
     if report.failure:
         return ToolResult(f"benchmark failed ({report.failure.outcome}): {report.failure.text}", ok=False)
     if report.best_failure:
         return ToolResult(f"the best build failed under the harness ({report.best_failure.text}); yours:\n"
-                          + compare_text(s, EvalReport("dev", report.candidate, None, None, None), "dev queries"), ok=False)
-    return ToolResult(compare_text(s, report, "dev queries"))
+                          + compare_text(s, EvalReport("dev", report.candidate, None, None, None), "dev queries", overrides),
+                          ok=False)
+    return ToolResult(compare_text(s, report, "dev queries", overrides, why[-1] if why else ""))
 
 
-def _flatten(d: dict, prefix: str = ""):
-    for k, v in d.items():
-        if isinstance(v, dict):
-            yield from _flatten(v, f"{prefix}{k}.")
-        else:
-            yield f"{prefix}{k}", v
-
-
-def profile(s: "Session") -> ToolResult:
-    """One measured search of the dev queries and its per-stage breakdown: the `<stage>_s` entries
-    of last_search_stats() as shares of the search (whole-search times such as wall_s are not
-    stages), and the other entries as they are."""
-    ok, text, _ = s._build_current()
+def profile(s: Session, nprobe: int | None = None, rerank: int | None = None, perf: bool = True) -> ToolResult:
+    """Timed dev searches of the working copy: QPS, every field of the last search's
+    last_search_stats(), and perf samples where the machine has perf."""
+    ok, text, _ = s.build_current()
     if not ok:
         return ToolResult(f"cannot profile: {text}", ok=False)
-    report = s.evaluator.run("dev", s._current_lib, None, stats=True)
+    overrides = _overrides(nprobe, rerank)
+    report = s.evaluator.run("dev", s.current_lib, None, stats=True, search_args=overrides or None)
     if report.failure:
         return ToolResult(f"profile failed ({report.failure.outcome}): {report.failure.text}", ok=False)
     c = report.candidate
-    head = f"one search of {len(s.evaluator.data.dev.queries) // max(1, c.repeats)} dev queries: {fmt_qps(c.qps)} QPS, {c.p50_ms:.4f} ms/query"
-    if not c.stats:
-        text = (f"{head}\nthis engine has no last_search_stats(); add per-stage counters and seconds to it "
-                "if you want a breakdown (routing, prescore, rerank, top-k)")
-    else:
-        flat = dict(_flatten(c.stats))
-        shares, other = stats_stages(flat)
-        wall, threads = flat.get("wall_s"), flat.get("threads")
-        basis = f"wall_s {wall:.4g} s x {threads or 1} thread(s)" if isinstance(wall, (int, float)) else "the stages' sum"
-        rows = [f"  {name}: {sec:.4g} s ({100 * share:.1f}%)" for name, sec, share in shares]
-        text = head + (f"\nstages (seconds and share of the search's thread-time, {basis}):\n" + "\n".join(rows)
-                       if rows else "\nlast_search_stats() has no per-stage `<stage>_s` seconds")
-        if other:
-            text += "\nother statistics: " + ", ".join(f"{k}={v}" for k, v in other.items())
-    s._last_profile = text
+    args = (" with " + ", ".join(f"{k}={v}" for k, v in overrides.items())) if overrides else ""
+    head = (f"your working copy{args} on the dev queries: {c.repeats} timed repeats of search calls of {c.batch:,} "
+            f"queries each ({c.queries_timed:,} queries timed): {fmt_qps(c.qps)} QPS, {c.p50_ms:.4f} ms/query on the "
+            f"{c.clock} clock\nlast_search_stats() of the last call (one search of {c.batch:,} queries):")
+    text = head + "\n" + profiling.stats_text(c.stats)
+    if perf:
+        queries = s.evaluator.data.dev.queries[s.evaluator.slices("dev")[0]]
+        text += "\n" + profiling.perf_text(s.current_lib, s.card, s.evaluator.data.base, queries,
+                                            s.evaluator.logs, overrides or None)
+    s.last_profile = text
     return ToolResult(text)
 
 
-def revert_to_best(s: "Session") -> ToolResult:
+def revert_to_best(s: Session) -> ToolResult:
     wsp.revert_to_best(s.ws, s.card)
     return ToolResult(f"the editable files are back at the best version (commit {s.best.commit[:12]})")
 
 
-def note(s: "Session", text: str) -> ToolResult:
+def note(s: Session, text: str) -> ToolResult:
     s.emit("note", text=text)
     return ToolResult("noted")
 
@@ -303,25 +420,47 @@ class Tool:
 
 
 _PATH = {"type": "string", "description": "path relative to the workspace root"}
+_SEARCH_ARGS = {
+    "nprobe": {"type": "integer", "minimum": 1, "description": "search with this nprobe instead of the card's (no rebuild)"},
+    "rerank": {"type": "integer", "minimum": 0, "description": "search with this rerank instead of the card's (no rebuild)"},
+}
+
+
+def _files(s: Session) -> FileTools:
+    return FileTools(s.ws, s.card)
+
 
 TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("list_files", "List the files under a folder of the workspace; editable ones are marked with '*'.",
-         lambda s, **a: s.files.list_files(**a), {"path": {**_PATH, "default": "."}}),
+         lambda s, **a: _files(s).list_files(**a), {"path": {**_PATH, "default": "."}}),
     Tool("read_file", "Read a text file with line numbers (at most 400 lines per call).",
-         lambda s, **a: s.files.read_file(**a),
+         lambda s, **a: _files(s).read_file(**a),
          {"path": _PATH, "start_line": {"type": "integer", "minimum": 1}, "end_line": {"type": "integer", "minimum": 1}},
          ("path",)),
+    Tool("search", f"Find lines in the editable sources (or under `path`): `file:line: text` for each match, at most "
+                   f"{MAX_SEARCH_HITS} lines. Literal text by default; regex=true for a Python regular expression.",
+         lambda s, **a: _files(s).search(**a),
+         {"pattern": {"type": "string"}, "path": {**_PATH, "description": "a file or folder to search instead of the editable files"},
+          "regex": {"type": "boolean", "default": False}, "ignore_case": {"type": "boolean", "default": False}},
+         ("pattern",)),
     Tool("write_file", "Create or overwrite an editable file with the given content.",
-         lambda s, **a: s.files.write_file(**a), {"path": _PATH, "content": {"type": "string"}}, ("path", "content")),
+         lambda s, **a: _files(s).write_file(**a), {"path": _PATH, "content": {"type": "string"}}, ("path", "content")),
     Tool("edit_file", "Replace the text `old` with `new` in an editable file; `old` must occur exactly once.",
-         lambda s, **a: s.files.edit_file(**a),
+         lambda s, **a: _files(s).edit_file(**a),
          {"path": _PATH, "old": {"type": "string"}, "new": {"type": "string"}}, ("path", "old", "new")),
     Tool("build", "Build the candidate extension (release profile); returns the first compiler errors, or the warnings.", build),
     Tool("run_tests", "Run the candidate's Rust tests (cargo test); returns failing tests and their assertion text.", run_tests),
-    Tool("benchmark", "Quick measurement on the development queries: QPS and recall@10 of your working copy against the current best, interleaved.", benchmark),
-    Tool("profile", "Per-stage time breakdown of one search of your working copy (from last_search_stats, when the engine has it).", profile),
+    Tool("benchmark", "Measure your working copy against the current best on the development queries, in interleaved "
+                      "pairs added until the gain's interval is clear of zero (or within the margin, or a time cap). "
+                      "nprobe/rerank search your copy with other parameters, without rebuilding.", benchmark,
+         {**_SEARCH_ARGS, "max_seconds": {"type": "integer", "minimum": 1,
+                                          "description": f"time cap of the added pairs (default {BENCHMARK_SECONDS}, at most {BENCHMARK_MAX_SECONDS})"}}),
+    Tool("profile", "Where a search of your working copy spends its time: every field of the engine's "
+                    "last_search_stats() (stage seconds, a nested `timers` dict of named seconds you may add, counters), "
+                    "and perf samples of the hottest functions where the machine has perf.", profile,
+         {**_SEARCH_ARGS, "perf": {"type": "boolean", "default": True, "description": "also sample with perf (a few seconds more)"}}),
     Tool("submit", "Full evaluation of your working copy on held-out queries; accepted (and committed) only if recall@10 stays at or above the floor and QPS beats the best by the margin with significance.",
-         lambda s, **a: s.tool_submit(**a),
+         lambda s, **a: s.submit(**a),
          {"message": {"type": "string", "description": "one line: what you changed and why it should be faster"}}, ("message",)),
     Tool("revert_to_best", "Discard every change in the editable files and return to the best accepted version.", revert_to_best),
     Tool("note", "Write a note to your own memory; notes survive context compaction.", note,
@@ -331,7 +470,7 @@ TOOL_SCHEMAS = [t.schema for t in TOOLS.values()]
 TOOL_NAMES = list(TOOLS)
 
 
-def run_tool(session: "Session", name: str, raw_arguments: str | dict | None) -> ToolResult:
+def run_tool(session: Session, name: str, raw_arguments: str | dict | None) -> ToolResult:
     """Check the arguments against the tool's schema and run it (ToolArgumentError when they do not fit)."""
     args = parse_arguments(name, raw_arguments)
     return TOOLS[name].run(session, **args)

@@ -17,6 +17,17 @@ from pathlib import Path
 from vdbbench.agent.task import TaskCard
 
 SESSION_BRANCH = "session"
+# Every accepted commit's message ends with this line and a JSON object of its metrics, so a
+# resume can recover an accepted change whose decision a crash kept out of the journal.
+METRICS_TRAILER = "vdbbench-metrics: "
+# Characters of a build's or a test run's output kept in the journal (and of a worker's stderr
+# quoted in a verdict): enough for the last error and its context.
+TAIL_CAP = 1_500
+
+
+def tail(text: str, cap: int = TAIL_CAP) -> str:
+    """The last `cap` characters of `text`."""
+    return text[-cap:]
 _GIT_ENV = {
     "GIT_AUTHOR_NAME": "vdbbench agent",
     "GIT_AUTHOR_EMAIL": "agent@vdbbench.invalid",
@@ -207,6 +218,7 @@ def first_errors(messages: list[dict], limit: int = 3, max_chars: int = 4000,
     rendered = [m["message"].get("rendered") or m["message"].get("message", "")
                 for m in messages if m.get("reason") == "compiler-message"
                 and m.get("message", {}).get("level") in levels]
+    rendered = list(dict.fromkeys(rendered))  # a crate's lib and its tests report the same error twice
     total = len(rendered)
     text = "\n".join(r.rstrip() for r in rendered[:limit])
     if total > limit:
@@ -226,7 +238,9 @@ def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildRes
     """cargo build the extension crate; copy the shared library to ``out_dir/<module leaf>.so``."""
     b = card.build
     manifest = ws / b.manifest
-    cmd = ["cargo", "build", "--lib", "--message-format=json-render-diagnostics", "--manifest-path", str(manifest)]
+    # Plain JSON: rustc's diagnostics arrive as compiler messages with their rendered text (with
+    # json-render-diagnostics cargo prints them to stderr instead, and no warning was ever seen).
+    cmd = ["cargo", "build", "--lib", "--message-format=json", "--manifest-path", str(manifest)]
     cmd += ["--release"] if b.profile == "release" else ["--profile", b.profile]
     if b.package:
         cmd += ["-p", b.package]
@@ -241,23 +255,23 @@ def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildRes
             messages.append(json.loads(line))
         except json.JSONDecodeError:
             pass
-    tail = err[-3000:]
+    err_tail = err[-3000:]
     if rc is None:
-        return BuildResult(False, seconds, None, f"build timed out after {b.timeout_s:.0f} s", tail)
+        return BuildResult(False, seconds, None, f"build timed out after {b.timeout_s:.0f} s", err_tail)
     if rc != 0:
         errors = first_errors(messages) or _stderr_errors(err)
-        return BuildResult(False, seconds, None, errors, tail)
+        return BuildResult(False, seconds, None, errors, err_tail)
     libs = [Path(f) for m in messages if m.get("reason") == "compiler-artifact"
             and "cdylib" in m.get("target", {}).get("kind", []) for f in m.get("filenames", [])
             if f.endswith((".so", ".dylib", ".pyd", ".dll"))]
     if not libs:
-        return BuildResult(False, seconds, None, "the build produced no cdylib; the crate must have crate-type = [\"cdylib\"]", tail)
+        return BuildResult(False, seconds, None, "the build produced no cdylib; the crate must have crate-type = [\"cdylib\"]", err_tail)
     out_dir.mkdir(parents=True, exist_ok=True)
     dest = out_dir / f"{card.entry.leaf}.so"
     tmp = dest.with_suffix(".so.tmp")
     shutil.copy2(libs[-1], tmp)
     os.replace(tmp, dest)
-    return BuildResult(True, seconds, dest, "", tail, first_warnings(messages))
+    return BuildResult(True, seconds, dest, "", err_tail, first_warnings(messages))
 
 
 def _stderr_errors(err: str, limit: int = 40) -> str:
@@ -273,8 +287,9 @@ class TestResult:
     ok: bool
     seconds: float
     summary: str
-    failures: str  # failing test names and their assertion text
+    failures: str  # failing test names and their assertion text (or the compiler errors)
     output_tail: str
+    compiled: bool = True  # False: the crate or its tests did not build, no test ran
 
 
 def _test_summary(text: str) -> str:
@@ -294,7 +309,7 @@ def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
     """cargo test of the candidate's core crate."""
     t = card.tests
     manifest = ws / (t.manifest or card.build.manifest)
-    cmd = ["cargo", "test", "--release", "--message-format=json-render-diagnostics", "--manifest-path", str(manifest)]
+    cmd = ["cargo", "test", "--release", "--message-format=json", "--manifest-path", str(manifest)]
     if t.package:
         cmd += ["-p", t.package]
     env = _cargo_env(target_dir, card.build.env)
@@ -315,8 +330,10 @@ def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
     if rc == 0:
         return TestResult(True, seconds, summary, "", text[-3000:])
     compile_errors = first_errors(messages)
+    if not compile_errors and not re.search(r"^test result: ", text, flags=re.M) and re.search(r"^error", err, flags=re.M):
+        compile_errors = _stderr_errors(err)  # cargo's own errors (a manifest, a linker): no test ran
     if compile_errors:
-        return TestResult(False, seconds, "the tests did not compile", compile_errors, err[-3000:])
+        return TestResult(False, seconds, "the tests did not compile", compile_errors, err[-3000:], compiled=False)
     failed = re.findall(r"^test (\S+) \.\.\. FAILED$", text, flags=re.M)
     blocks = re.findall(r"^---- (\S+) stdout ----\n(.*?)(?=^---- |^failures:$|\Z)", text, flags=re.M | re.S)
     detail = "\n".join(f"{name}:\n{body.strip()[:800]}" for name, body in blocks[:5])
@@ -339,6 +356,15 @@ def adopt_commit(ws: Path, sha: str) -> None:
 
 def unstage(ws: Path) -> None:
     git(ws, "reset", "-q")
+
+
+def commit_metrics(ws: Path, rev: str) -> dict:
+    """The metrics an accepted commit's message carries after METRICS_TRAILER ({} when none)."""
+    metrics: dict = {}
+    for line in git(ws, "log", "-1", "--format=%B", rev).splitlines():
+        if line.startswith(METRICS_TRAILER):
+            metrics = json.loads(line[len(METRICS_TRAILER):])
+    return metrics
 
 
 def start_commit(ws: Path) -> str:

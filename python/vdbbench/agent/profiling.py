@@ -1,0 +1,127 @@
+"""What the `profile` tool shows: every field of the engine's `last_search_stats()` (stage seconds
+as shares of the search, nested named timers, counters), and `perf` samples of a loaded candidate
+where the machine has `perf`."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from vdbbench.agent.review import stats_stages
+
+PERF_SECONDS = 2.0  # searching while perf samples
+PERF_TOP = 15  # hottest symbols shown
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _value(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _flat(d: Mapping, prefix: str = "") -> list[tuple[str, Any]]:
+    out = []
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out += _flat(v, f"{prefix}{k}.")
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def stats_text(stats: Mapping[str, Any] | None) -> str:
+    """Every field of a last_search_stats() dict, as the model reads it.
+
+    Top-level `<stage>_s` seconds are stages, shown with their share of the search's thread-time
+    (wall_s x threads when given); a nested mapping of numbers (say `timers`) holds named timers
+    in seconds, shown with the same basis; anything else is listed as it is, nested keys dotted."""
+    if not stats:
+        return ("this engine's last_search_stats() returned nothing (or it has none): add per-stage "
+                "seconds (`<stage>_s`) and a nested `timers` dict of named seconds to see a breakdown")
+    top = {k: v for k, v in stats.items() if not isinstance(v, Mapping)}
+    shares, other = stats_stages(top)
+    wall, threads = top.get("wall_s"), top.get("threads")
+    whole = wall * max(1, threads if isinstance(threads, int) else 1) if _number(wall) else None
+    basis = (f"wall_s {wall:.4g} s x {threads or 1} thread(s)" if _number(wall) else "the stages' sum")
+    lines = []
+    if shares:
+        lines.append(f"stages (seconds, share of the search's thread-time, {basis}):")
+        lines += [f"  {name}: {sec:.4g} s ({100 * share:.1f}%)" for name, sec, share in shares]
+    else:
+        lines.append("no per-stage `<stage>_s` seconds at the top level of last_search_stats()")
+    for key, value in stats.items():
+        if not isinstance(value, Mapping):
+            continue
+        flat = _flat(value)
+        if flat and all(_number(v) for _, v in flat):
+            timers = dict(flat)
+            basis_s = whole or sum(timers.values())
+            lines.append(f"{key} (named timers, seconds; share of the search's thread-time):")
+            for name, sec in sorted(timers.items(), key=lambda kv: -kv[1]):
+                share = f" ({100 * sec / basis_s:.1f}%)" if basis_s else ""
+                lines.append(f"  {name}: {_value(sec)} s{share}")
+        else:
+            lines.append(f"{key}: " + ", ".join(f"{k}={_value(v)}" for k, v in flat))
+    if other:
+        lines.append("counters and whole-search figures: " + ", ".join(f"{k}={_value(v)}" for k, v in other.items()))
+    return "\n".join(lines)
+
+
+def perf_text(library: Path, card, base: np.ndarray, queries: np.ndarray, log_dir: Path,
+              search_args: dict | None = None, perf: str = "perf", seconds: float = PERF_SECONDS) -> str:
+    """`perf record` of one loaded candidate while it searches `queries` for `seconds`; the
+    hottest symbols. When the machine has no perf, or perf may not sample, the text says so."""
+    exe = shutil.which(perf)
+    if exe is None:
+        return f"perf sampling: not available (no `{perf}` on this machine); the engine's timers above are all there is"
+    from vdbbench.agent.candidate import CandidateProcess, WorkerDied
+
+    proc = CandidateProcess(library, card, log_dir / "perf-candidate.log", time.monotonic() + card.limits.eval_timeout_s)
+    if search_args:
+        proc.search_args.update(search_args)
+    with tempfile.TemporaryDirectory(prefix="vdbbench-perf-") as tmp:
+        data = Path(tmp) / "perf.data"
+        try:
+            proc.load(base)
+            rec = subprocess.Popen([exe, "record", "-F", "999", "-p", str(proc.proc.pid), "-o", str(data)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            time.sleep(0.3)  # attached before the search starts
+            if rec.poll() is not None:
+                why = (rec.stderr.read().decode(errors="replace").strip().splitlines() or ["no reason given"])[0]
+                return f"perf sampling: perf could not record here ({why})"
+            proc.deadline = time.monotonic() + card.limits.eval_timeout_s
+            proc.repeat(np.ascontiguousarray(queries), 4242, seconds)
+            os.killpg(rec.pid, signal.SIGINT)
+            try:
+                rec.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(rec.pid, signal.SIGKILL)
+                rec.wait()
+                return "perf sampling: perf did not finish writing its samples"
+        except WorkerDied as exc:
+            return f"perf sampling: the candidate failed ({exc.outcome}): {exc.text}"
+        finally:
+            proc.close()
+        rep = subprocess.run([exe, "report", "-i", str(data), "--stdio", "--no-children", "--sort", "dso,symbol",
+                              "--percent-limit", "0.5"], capture_output=True, text=True, timeout=120)
+    rows = [line.rstrip() for line in rep.stdout.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not rows:
+        why = (rep.stderr.strip().splitlines() or ["no samples"])[0]
+        return f"perf sampling: no samples ({why})"
+    shown = "\n".join("  " + re.sub(r"( -)+$", "", " ".join(r.split())) for r in rows[:PERF_TOP])
+    return (f"perf samples of {seconds:g} s of search (the hottest symbols, share of the samples; "
+            f"[.] user code, [k] kernel):\n{shown}")
+
+
+__all__ = ["perf_text", "stats_text"]
