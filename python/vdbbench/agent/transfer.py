@@ -178,7 +178,7 @@ def start_library(card: TaskCard, run_dir: Path, ws: Path, target_dir: Path | No
     wsp.export_tree(ws, start, src)
     res = wsp.build(src, card, target_dir, lib.parent)
     if emit is not None:
-        emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=res.stderr_tail[-1500:], what="start (final)")
+        emit("build", ok=res.ok, seconds=round(res.seconds, 3), stderr_tail=wsp.tail(res.stderr_tail), what="start (final)")
     return lib if res.ok and lib.exists() else None
 
 
