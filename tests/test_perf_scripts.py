@@ -39,10 +39,12 @@ def run(env: dict, script: str, *args: str, timeout: float = 300, ok=(0,), **ext
 
 
 def test_every_tool_is_run_by_a_test():
-    """A tool under benchmarks/ that no test runs is one nobody knows still works."""
+    """A tool under benchmarks/ that no test runs (by its path, or imported) is one nobody knows
+    still works."""
     tests = "\n".join(p.read_text() for p in (REPO / "tests").glob("test_*.py"))
-    tools = [p.relative_to(BENCH).as_posix() for p in [*BENCH.glob("*.py"), *BENCH.glob("perf/*.py")]]
-    missing = [t for t in tools if t != "perf/usage.py" and not re.search(rf"{re.escape(t)}['\"]", tests)]
+    tools = [p.relative_to(BENCH) for p in [*BENCH.glob("*.py"), *BENCH.glob("perf/*.py")]]
+    missing = [t.as_posix() for t in tools if t.name != "usage.py"
+               and not re.search(rf"{re.escape(t.as_posix())}['\"]|^import {t.stem}\b", tests, re.M)]
     assert not missing, f"no test under tests/ runs benchmarks/{', '.join(missing)}: run it on small data"
 
 
@@ -108,11 +110,24 @@ def test_build_race_writes_the_table_with_the_ratio(env, tmp_path):
 def test_calibrate_synth_reports_the_replica_beside_real_sift(env, tmp_path):
     out = tmp_path / "calibration.md"
     run(env, "calibrate_synth.py", "--n", "20k", "--nq", "200", "--repeats", "1", "--single-queries", "50",
-        "--no-hnswlib", "--out", str(out))
+        "--scaling-rounds", "3", "--no-hnswlib", "--out", str(out))
     report = out.read_text()
     assert "synth-sift n=20,000, 200 queries" in report
     assert re.search(r"^\| IVF-Flat nprobe/nlist for recall@10 0.95 .*\| [\d.]+ \|$", report, re.M)
     assert re.search(r"^\| faiss-hnsw32 / ivf-flat QPS, batch, 1 thread \| [\d.]+ \| 4.03 \| [\d.]+ \|$", report, re.M)
+    # our engine's split u8 codes: tails read per code scanned (photo-sift-a's 0.481) and per query
+    rate = re.search(r"^\| our engine tails read / u8 codes scanned, batch \| ([\d.]+) \| 0.481 \(photo-sift-a 500k\) "
+                     r"\| [\d.]+ \|$", report, re.M)
+    assert rate and 0 < float(rate.group(1)) <= 1
+    per_query = re.search(r"^\| our engine tails read per query \(codes scanned ([\d,]+)\) \| ([\d,]+) \| "
+                          r"4,774 \(photo-sift-a 500k\) / 11,250 \(real 1M\) \| [\d.]+ \|$", report, re.M)
+    assert per_query and 0 < int(per_query.group(2).replace(",", "")) <= int(per_query.group(1).replace(",", ""))
+    # batch QPS at 2 threads over 1 thread, same index, three alternating rounds, beside the real
+    # figures of the SIMD path that ran (AVX-512: 1.00 on the 1M set, 1.15 on photo-sift-a)
+    scaling = re.search(r"^\| our engine batch QPS 2 threads / 1 thread \(3 alternating rounds, medians; rounds "
+                        r"[\d.]+\.\.[\d.]+\) \| ([\d.]+) \| (.*real 1M.*) \| [\d.]+ \|$", report, re.M)
+    assert scaling and 0.2 < float(scaling.group(1)) < 3, report
+    assert ("1.73 (real 1M, avx2)" if "SIMD avx2" in report else "1.00 (real 1M, avx512)") in scaling.group(2)
 
 
 def test_engine_twins_writes_ours_and_faiss_per_storage_and_mode(env, tmp_path):
