@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -218,10 +219,10 @@ def test_profile_shows_every_field_of_the_stats_with_nested_timers():
     assert "last_search_stats() returned nothing" in profiling.stats_text(None)
 
 
-def test_profile_says_when_perf_is_not_there(card, tmp_path):
-    text = profiling.perf_text(tmp_path / "lib.so", card, None, None, tmp_path, perf="no-such-perf-here")
-    assert text == ("perf sampling: not available (no `no-such-perf-here` on this machine); "
-                    "the engine's timers above are all there is")
+def test_profile_says_when_perf_is_not_there():
+    assert profiling.perf_missing("no-such-perf-here") == (
+        "perf sampling: not available (no `no-such-perf-here` on this machine); the engine's timers above are all there is")
+    assert (profiling.perf_missing() is None) == (shutil.which("perf") is not None)
 
 
 def _data(n: int, dim: int, dataset: dict | None) -> EvalData:

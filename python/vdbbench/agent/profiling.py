@@ -1,6 +1,6 @@
-"""What the `profile` tool shows: every field of the engine's `last_search_stats()` (stage seconds
-as shares of the search, nested named timers, counters), and `perf` samples of a loaded candidate
-where the machine has `perf`."""
+"""What the `profile` tool measures and shows: one candidate process times the dev queries, keeps
+every field of the engine's `last_search_stats()` (stage seconds as shares of the search, nested
+named timers, counters), and is sampled by `perf` where the machine has it (one index build)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -78,41 +79,82 @@ def stats_text(stats: Mapping[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
-def perf_text(library: Path, card, base: np.ndarray, queries: np.ndarray, log_dir: Path,
-              search_args: dict | None = None, perf: str = "perf", seconds: float = PERF_SECONDS) -> str:
-    """`perf record` of one loaded candidate while it searches `queries` for `seconds`; the
-    hottest symbols. When the machine has no perf, or perf may not sample, the text says so."""
-    exe = shutil.which(perf)
-    if exe is None:
-        return f"perf sampling: not available (no `{perf}` on this machine); the engine's timers above are all there is"
-    from vdbbench.agent.candidate import CandidateProcess, WorkerDied
+@dataclass
+class Profile:
+    """One loaded working copy measured for `profile`: QPS on the judged clock, the last call's
+    stats, and the perf text (None when not asked for)."""
 
-    proc = CandidateProcess(library, card, log_dir / "perf-candidate.log", time.monotonic() + card.limits.eval_timeout_s)
+    qps: float
+    ms_per_query: float
+    batch: int  # queries per search call
+    repeats: int
+    queries_timed: int
+    clock: str
+    stats: dict | None
+    perf: str | None
+
+
+def perf_missing(perf: str = "perf") -> str | None:
+    """Why there will be no perf samples (no such program here), or None."""
+    if shutil.which(perf) is None:
+        return f"perf sampling: not available (no `{perf}` on this machine); the engine's timers above are all there is"
+    return None
+
+
+def run_profile(library: Path, card, base: np.ndarray, queries: np.ndarray, log_dir: Path,
+                search_args: dict | None = None, perf: str | None = "perf", seconds: float = PERF_SECONDS) -> Profile:
+    """Build the index once in a candidate process, time `dev_repeats` repeats of searching
+    `queries` (one call per pass; the stats of the last call kept), then, when `perf` is given,
+    sample the same process with `perf record` while it searches for `seconds` more. Timing and
+    sampling hold the node's timing lock. WorkerDied when the candidate fails."""
+    from vdbbench.agent.candidate import CandidateProcess
+    from vdbbench.agent.timing_lock import timing_lock
+
+    obj = card.objective
+    proc = CandidateProcess(library, card, log_dir / "profile-candidate.log", time.monotonic() + card.limits.eval_timeout_s)
     if search_args:
         proc.search_args.update(search_args)
+    queries = np.ascontiguousarray(queries)
+    try:
+        proc.load(base)
+        passes, stats = [], None
+        with timing_lock():
+            for r in range(obj.dev_repeats):
+                proc.deadline = time.monotonic() + card.limits.eval_timeout_s
+                _, _, ps, st = proc.repeat(queries, 7_000 + r, obj.dev_repeat_seconds, stats=r == obj.dev_repeats - 1)
+                passes += ps
+                stats = st if st is not None else stats
+            sampled = None
+            if perf is not None:
+                sampled = perf_missing(perf) or _perf_sample(proc, queries, card, shutil.which(perf), seconds)
+    finally:
+        proc.close()
+    judged = sum(p[0] if obj.clock_kind == "cpu" else p[1] for p in passes)
+    n = queries.shape[0] * len(passes)
+    qps = n / max(judged, 1e-9)
+    return Profile(qps, 1000.0 / qps, queries.shape[0], obj.dev_repeats, n, obj.clock_kind, stats, sampled)
+
+
+def _perf_sample(proc, queries: np.ndarray, card, exe: str, seconds: float) -> str:
+    """perf record of the loaded candidate `proc` while it searches; the hottest symbols."""
     with tempfile.TemporaryDirectory(prefix="vdbbench-perf-") as tmp:
         data = Path(tmp) / "perf.data"
+        rec = subprocess.Popen([exe, "record", "-F", "999", "-p", str(proc.proc.pid), "-o", str(data)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         try:
-            proc.load(base)
-            rec = subprocess.Popen([exe, "record", "-F", "999", "-p", str(proc.proc.pid), "-o", str(data)],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
             time.sleep(0.3)  # attached before the search starts
             if rec.poll() is not None:
                 why = (rec.stderr.read().decode(errors="replace").strip().splitlines() or ["no reason given"])[0]
                 return f"perf sampling: perf could not record here ({why})"
             proc.deadline = time.monotonic() + card.limits.eval_timeout_s
-            proc.repeat(np.ascontiguousarray(queries), 4242, seconds)
+            proc.repeat(queries, 4242, seconds)
             os.killpg(rec.pid, signal.SIGINT)
-            try:
-                rec.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+            rec.wait(timeout=30)
+        finally:
+            if rec.poll() is None:  # the candidate failed, or perf hangs: it goes too
                 os.killpg(rec.pid, signal.SIGKILL)
                 rec.wait()
-                return "perf sampling: perf did not finish writing its samples"
-        except WorkerDied as exc:
-            return f"perf sampling: the candidate failed ({exc.outcome}): {exc.text}"
-        finally:
-            proc.close()
+            rec.stderr.close()
         rep = subprocess.run([exe, "report", "-i", str(data), "--stdio", "--no-children", "--sort", "dso,symbol",
                               "--percent-limit", "0.5"], capture_output=True, text=True, timeout=120)
     rows = [line.rstrip() for line in rep.stdout.splitlines() if line.strip() and not line.lstrip().startswith("#")]
@@ -124,4 +166,4 @@ def perf_text(library: Path, card, base: np.ndarray, queries: np.ndarray, log_di
             f"[.] user code, [k] kernel):\n{shown}")
 
 
-__all__ = ["perf_text", "stats_text"]
+__all__ = ["Profile", "perf_missing", "run_profile", "stats_text"]

@@ -15,6 +15,7 @@ from typing import Callable
 
 from vdbbench.agent import profiling
 from vdbbench.agent import workspace as wsp
+from vdbbench.agent.candidate import WorkerDied
 from vdbbench.agent.eval_report import EvalReport, fmt_qps
 from vdbbench.agent.judge import SequentialTest
 from vdbbench.agent.session_api import SessionApi as Session
@@ -368,25 +369,23 @@ def benchmark(s: Session, nprobe: int | None = None, rerank: int | None = None,
 
 
 def profile(s: Session, nprobe: int | None = None, rerank: int | None = None, perf: bool = True) -> ToolResult:
-    """Timed dev searches of the working copy: QPS, every field of the last search's
-    last_search_stats(), and perf samples where the machine has perf."""
+    """Timed dev searches of the working copy in one process: QPS, every field of the last call's
+    last_search_stats(), and perf samples of the same process where the machine has perf."""
     ok, text, _ = s.build_current()
     if not ok:
         return ToolResult(f"cannot profile: {text}", ok=False)
     overrides = _overrides(nprobe, rerank)
-    report = s.evaluator.run("dev", s.current_lib, None, stats=True, search_args=overrides or None)
-    if report.failure:
-        return ToolResult(f"profile failed ({report.failure.outcome}): {report.failure.text}", ok=False)
-    c = report.candidate
+    queries = s.evaluator.data.dev.queries[s.evaluator.slices("dev")[0]]
+    try:
+        p = profiling.run_profile(s.current_lib, s.card, s.evaluator.data.base, queries, s.evaluator.logs,
+                                  overrides or None, perf="perf" if perf else None)
+    except WorkerDied as exc:
+        return ToolResult(f"profile failed ({exc.outcome}): {exc.text}", ok=False)
     args = (" with " + ", ".join(f"{k}={v}" for k, v in overrides.items())) if overrides else ""
-    head = (f"your working copy{args} on the dev queries: {c.repeats} timed repeats of search calls of {c.batch:,} "
-            f"queries each ({c.queries_timed:,} queries timed): {fmt_qps(c.qps)} QPS, {c.p50_ms:.4f} ms/query on the "
-            f"{c.clock} clock\nlast_search_stats() of the last call (one search of {c.batch:,} queries):")
-    text = head + "\n" + profiling.stats_text(c.stats)
-    if perf:
-        queries = s.evaluator.data.dev.queries[s.evaluator.slices("dev")[0]]
-        text += "\n" + profiling.perf_text(s.current_lib, s.card, s.evaluator.data.base, queries,
-                                            s.evaluator.logs, overrides or None)
+    text = (f"your working copy{args} on the dev queries: {p.repeats} timed repeats of search calls of {p.batch:,} "
+            f"queries each ({p.queries_timed:,} queries timed): {fmt_qps(p.qps)} QPS, {p.ms_per_query:.4f} ms/query on "
+            f"the {p.clock} clock\nlast_search_stats() of the last call (one search of {p.batch:,} queries):\n"
+            + profiling.stats_text(p.stats) + (f"\n{p.perf}" if p.perf else ""))
     s.last_profile = text
     return ToolResult(text)
 
