@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vdbbench.cli import UsageError
+from vdbbench.common.errors import UsageError
 
 
 def register(subparsers) -> None:
