@@ -4,7 +4,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -198,35 +198,47 @@ fn claim_helper() -> Option<&'static Helper> {
 const STALL: Duration = Duration::from_micros(300);
 /// Shared calls without a stall that lower the backoff level by one (see `Backoff`).
 const CLEAN_PER_LEVEL: u32 = 64;
-/// At most 2^MAX_LEVEL calls (about a second of single queries at 1M) run alone after a stall.
-const MAX_LEVEL: u32 = 12;
+/// After a stall single queries run alone for 2^level ms, at most 2^MAX_LEVEL (about a second).
+const MAX_LEVEL: u32 = 10;
 
 /// When single queries stop sharing, on a machine whose cores are busy with other work. A
 /// stall costs its caller milliseconds, sharing saves ~0.1 ms a query at 1M, so sharing pays
-/// only while fewer than ~1 in 40 shared calls stall: a stall raises the level and the next
-/// 2^level calls run alone; CLEAN_PER_LEVEL shared calls without one lower it. The level
-/// therefore climbs where more than 1 in CLEAN_PER_LEVEL calls stall (with one core kept
+/// only while fewer than ~1 in 40 shared calls stall: a stall raises the level and the calls
+/// of the next 2^level ms run alone; CLEAN_PER_LEVEL shared calls without one lower it. The
+/// level therefore climbs where more than 1 in CLEAN_PER_LEVEL calls stall (with one core kept
 /// busy, ~2-7% did, and the mean latency of 2 threads fell below one thread's), and on a
-/// quiet machine a rare stall costs a couple of unshared calls. Relaxed atomics: concurrent
-/// callers may race on an update, which only moves a heuristic.
+/// quiet machine a rare stall costs a couple of unshared calls. The window is time, not a
+/// count of calls: how busy the machine is changes with time, and a caller that searches
+/// rarely still shares again once its window is over. Relaxed atomics: concurrent callers may
+/// race on an update, which only moves a heuristic.
 struct Backoff {
     level: AtomicU32,
     clean: AtomicU32,
-    skip: AtomicU32,
+    /// Nanoseconds after `epoch()` before which calls run alone.
+    until_ns: AtomicU64,
 }
 
 static BACKOFF: Backoff = Backoff {
     level: AtomicU32::new(0),
     clean: AtomicU32::new(0),
-    skip: AtomicU32::new(0),
+    until_ns: AtomicU64::new(0),
 };
 
+/// The instant the backoff's times count from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_ns() -> u64 {
+    epoch().elapsed().as_nanos() as u64
+}
+
 impl Backoff {
-    /// False while the calls after a stall run alone (and counts this call off).
+    /// False while the window after a stall lasts.
     fn may_share(&self) -> bool {
-        self.skip
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| s.checked_sub(1))
-            .is_err()
+        let until = self.until_ns.load(Ordering::Relaxed);
+        until == 0 || now_ns() >= until
     }
 
     /// Whether a stall was seen lately (the level has not yet decayed to 0).
@@ -240,7 +252,8 @@ impl Backoff {
             let level = (self.level.load(Ordering::Relaxed) + 1).min(MAX_LEVEL);
             self.level.store(level, Ordering::Relaxed);
             self.clean.store(0, Ordering::Relaxed);
-            self.skip.store(1 << level, Ordering::Relaxed);
+            let window = Duration::from_millis(1 << level).as_nanos() as u64;
+            self.until_ns.store(now_ns() + window, Ordering::Relaxed);
         } else if self.clean.fetch_add(1, Ordering::Relaxed) + 1 >= CLEAN_PER_LEVEL {
             self.clean.store(0, Ordering::Relaxed);
             let _ = self
@@ -269,7 +282,7 @@ fn thread_cpu() -> Option<Duration> {
 /// Whether a single query should share its scan now: there are helpers, and no recent stall
 /// says this machine's cores are busy (`Backoff`). A query told no scans alone on the
 /// one-thread path (its prefetch cursor runs on across lists), not on a split path without
-/// helpers. Each call counts off one of the calls that run alone after a stall.
+/// helpers.
 pub fn may_share() -> bool {
     !helpers().is_empty() && BACKOFF.may_share()
 }
@@ -480,26 +493,37 @@ mod tests {
         let b = Backoff {
             level: AtomicU32::new(0),
             clean: AtomicU32::new(0),
-            skip: AtomicU32::new(0),
+            until_ns: AtomicU64::new(0),
         };
-        let alone = |b: &Backoff| (0..10_000).take_while(|_| !b.may_share()).count();
-        assert_eq!(alone(&b), 0, "sharing is allowed until a stall");
+        // what is left of the window, in ms
+        let left = |b: &Backoff| {
+            b.until_ns.load(Ordering::Relaxed).saturating_sub(now_ns()) as f64 / 1e6
+        };
+        assert!(b.may_share(), "sharing is allowed until a stall");
         b.record(true);
-        assert_eq!(alone(&b), 2, "the first stall: the next 2 calls run alone");
+        assert!(!b.may_share() && left(&b) <= 2.0, "the first stall: 2 ms alone");
+        std::thread::sleep(Duration::from_millis(3));
+        assert!(b.may_share(), "the window is over");
         b.record(true);
         b.record(true);
-        assert_eq!(alone(&b), 8, "the third in a row: 8");
+        assert!(!b.may_share() && left(&b) > 4.0 && left(&b) <= 8.0, "the third in a row: 8 ms");
         for _ in 0..20 {
             b.record(true);
         }
-        assert_eq!(alone(&b), 1 << MAX_LEVEL, "capped");
+        let cap = (1u64 << MAX_LEVEL) as f64;
+        assert!(left(&b) > cap / 2.0 && left(&b) <= cap, "capped");
+        assert!(b.busy());
         // Shares without a stall bring it down one level per CLEAN_PER_LEVEL.
         for _ in 0..(MAX_LEVEL - 1) * CLEAN_PER_LEVEL {
             b.record(false);
         }
         assert_eq!(b.level.load(Ordering::Relaxed), 1);
         b.record(true);
-        assert_eq!(alone(&b), 4, "a stall after that: level 2");
+        assert!(left(&b) > 2.0 && left(&b) <= 4.0, "a stall after that: level 2, 4 ms");
+        for _ in 0..2 * CLEAN_PER_LEVEL {
+            b.record(false);
+        }
+        assert!(!b.busy(), "back to level 0: helpers spin again");
     }
 
     #[test]
