@@ -141,28 +141,13 @@ def test_every_module_has_a_layer():
     assert [m for m in _module_graph() if _area(m) is None] == []
 
 
-def _xfail_for(area: str, known: dict[str, str]):
-    return pytest.param(area, marks=pytest.mark.xfail(strict=False, reason=known[area])) if area in known else area
-
-
-# Being removed in parallel; the marks go when they are.
-KNOWN_UPWARD = {
-    "vdbbench.pages": "pages/cli.py imports UsageError from vdbbench.cli (the command line, above "
-                      "pages); it lives in vdbbench.common",
-}
-KNOWN_CIRCLES = {
-    "vdbbench.agent": "agent/{judge,loop,startup,tools}.py: startup and tools import loop's Session, "
-                      "which imports them; judge takes METRICS_TRAILER from startup",
-}
-
-
-@pytest.mark.parametrize("area", [_xfail_for(a, KNOWN_UPWARD) for a in AREAS if a != "vdbbench._rust_vdb"])
+@pytest.mark.parametrize("area", [a for a in AREAS if a != "vdbbench._rust_vdb"])
 def test_no_area_imports_one_beside_or_above_it(area):
     bad = _upward_imports(_module_graph(), area)
     assert not bad, f"{area} imports from its own layer or above: " + "; ".join(bad)
 
 
-@pytest.mark.parametrize("package", [_xfail_for(p, KNOWN_CIRCLES) for p in _packages()])
+@pytest.mark.parametrize("package", _packages())
 def test_no_import_circle_inside_a_package(package):
     circles = _circles(_inside(_module_graph(), package))
     assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)
