@@ -198,6 +198,19 @@ def test_load_single_prints_the_ratio_beside_each_neighbour(env, profiled, tmp_p
     assert "below 100" in low.stdout
 
 
+def test_thread_scaling_prints_the_ratio_of_one_build(env, profiled, tmp_path):
+    import vdbbench._rust_vdb as ext
+
+    index, _ = profiled
+    out = tmp_path / "scaling.json"
+    proc = run(env, "perf/thread_scaling.py", DATASET, str(index), "16", "--queries", "300", "--rounds", "3",
+               "--so", ext.__file__, "--json", str(out))
+    assert re.search(r"^2t / 1t \d+\.\d\d \[", proc.stdout, re.M), proc.stdout
+    figures = json.loads(out.read_text())
+    assert figures["queries"] == 300 and set(figures["qps"]) == {"1", "2"}
+    assert all(v > 0 for v in figures["qps"].values()) and figures["ratio_min"] <= figures["ratio"] <= figures["ratio_max"]
+
+
 def test_bandwidth_prints_gb_per_second(env):
     out = run(env, "perf/bandwidth.py", "--mib", "64", "--repeats", "2").stdout
     figures = [float(x) for x in re.findall(r"([\d.]+) GB/s", out)]
