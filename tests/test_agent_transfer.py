@@ -182,3 +182,19 @@ def test_the_report_leads_with_the_final_ratio(session_run, tmp_path):
     lines = info["transfer_lines"]
     assert any(l.startswith("+") and "on other draw" in l and "recall 1.000" in l for l in lines)
     assert any("photo-sift-a: skipped" in l for l in lines)
+
+
+def test_the_page_and_the_leaderboard_lead_with_it_too(session_run, tmp_path):
+    from vdbbench.agent import leaderboard as lb
+    from vdbbench.pages.session import write_session_page
+
+    run_dir, _ = session_run
+    head = report.totals(report.load_events(run_dir))["final"]
+    page = write_session_page(run_dir, tmp_path / "session.html").read_text()
+    assert "× start: final measurement" in page and f"×{head['ratio']:.3f} ({head['lo']:.3f}–{head['hi']:.3f}, 95%" in page
+    assert "product of accepted steps" in page and "transfer: other draw" in page
+    board = lb.leaderboard([run_dir])
+    row = board["rollouts"][0]
+    assert row["speedup"] == head["ratio"] and row["speedup_source"] == "final measurement"
+    md = lb.to_markdown(board)
+    assert final.fmt_ratio(head) in md and "recall 1.000" in md
