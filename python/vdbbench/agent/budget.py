@@ -6,10 +6,15 @@ import fnmatch
 import json
 import math
 import re
-import tomllib
+import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser from PyPI
+    import tomli as tomllib
 
 from vdbbench.agent.facts import Usage  # noqa: F401 - budgets are checked against it
 from vdbbench.common.console import say_warning

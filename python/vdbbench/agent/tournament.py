@@ -17,10 +17,14 @@ import re
 import shutil
 import sys
 import tempfile
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser from PyPI
+    import tomli as tomllib
 
 from vdbbench.agent.budget import Budgets
 from vdbbench.agent.journal import read_events
