@@ -198,3 +198,17 @@ def test_the_page_and_the_leaderboard_lead_with_it_too(session_run, tmp_path):
     assert row["speedup"] == head["ratio"] and row["speedup_source"] == "final measurement"
     md = lb.to_markdown(board)
     assert final.fmt_ratio(head) in md and "recall 1.000" in md
+
+
+def test_agent_final_measures_a_session_again_and_the_report_reads_the_newest(session_run, tmp_path, monkeypatch, capsys):
+    from vdbbench.cli import main
+
+    run_dir, _ = session_run
+    monkeypatch.setenv("VDBBENCH_DATA", str(tmp_path))  # the real-SIFT file stays missing
+    monkeypatch.setenv("VDBBENCH_AGENT_TARGET_DIR", str(REPO / "target" / "agent-fixture"))
+    before = [e for e in read_events(run_dir / "journal.jsonl") if e["type"] == "final"]
+    assert main(["agent", "final", str(run_dir)]) == 0
+    finals = [e for e in read_events(run_dir / "journal.jsonl") if e["type"] == "final"]
+    assert len(finals) == len(before) + 1 and finals[-1]["reason"] == "vdbbench agent final"
+    assert final.last_final(read_events(run_dir / "journal.jsonl"))["seq"] == finals[-1]["seq"]
+    assert "final measurement" in capsys.readouterr().out

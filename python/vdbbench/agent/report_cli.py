@@ -193,6 +193,45 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _cmd_final(args) -> int:
+    """Measure a session's best against its start (and reference) now, on every target of its
+    card, and journal it as the session's `final` event (for a session that was interrupted, or to
+    measure again on a quieter machine)."""
+    import json
+    import os
+
+    from vdbbench.agent import final as final_mod
+    from vdbbench.agent import workspace as wsp
+    from vdbbench.agent.eval_data import make_eval_data
+    from vdbbench.agent.evaluator import Evaluator
+    from vdbbench.agent.journal import Journal
+    from vdbbench.agent.task import load_task
+    from vdbbench.common.errors import UsageError
+
+    try:
+        run = _resolve(args.run, args.runs_dir)
+        load_events(run)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    ws = run / "workspace"
+    meta = json.loads((run / "session.json").read_text()) if (run / "session.json").exists() else {}
+    card = load_task(run / "task.toml", origin=meta.get("card_path"))
+    head = wsp.head(ws)
+    marker = run / "builds" / "best" / "COMMIT"
+    if not marker.exists() or marker.read_text().strip() != head:
+        raise UsageError(f"{run}: builds/best is not the build of the session's best ({head[:12]}); "
+                         "`vdbbench agent resume` it once, which rebuilds it")
+    journal = Journal(run / "journal.jsonl")
+    try:
+        evaluator = Evaluator(card, make_eval_data(card), run)
+        target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or run / "target")
+        final_mod.measure(card, evaluator, run, ws, target, journal.append, head, reason="vdbbench agent final")
+    finally:
+        journal.close()
+    print_report(load_events(run))
+    return 0
+
+
 def register_report_commands(agent_subparsers) -> None:
     """Add `report` and `compare` to the `vdbbench agent` subcommands."""
     p = agent_subparsers.add_parser(
@@ -210,6 +249,17 @@ def register_report_commands(agent_subparsers) -> None:
                    help="QPS axis: log when QPS spans more than 20x (auto, the default), or forced")
     p.add_argument("--json", metavar="FILE", help="also write totals, accepted changes and submissions as JSON")
     p.set_defaults(func=_cmd_report)
+
+    f = agent_subparsers.add_parser(
+        "final", help="measure a session's best against its start and reference now, on every target of its card",
+        description="The final measurement (it runs by itself when a session ends, but not after an interrupt): "
+                    "best, start and reference loaded side by side and timed in interleaved rounds until each "
+                    "ratio's 95%% interval is within the card's [final] interval, on the card's data and every "
+                    "transfer target; journaled as the session's `final` event, which the report leads with.",
+    )
+    f.add_argument("run", metavar="RUN", help="the session folder, or its name under --runs-dir")
+    f.add_argument("--runs-dir", default="runs", help="where sessions live (default ./runs)")
+    f.set_defaults(func=_cmd_final)
 
     c = agent_subparsers.add_parser(
         "compare", help="several sessions side by side (best QPS curves on one plot, and a table)",
