@@ -1,27 +1,36 @@
-"""Calibrate the generated SIFT replica against every real-SIFT figure in shared/DATA_NOTES.md.
+"""Calibrate the generated SIFT replica against every real-SIFT figure in docs/real-sift.md.
 
     nice -n 10 python benchmarks/calibrate_synth.py --n 100k                      # the calibration size
     nohup nice -n 10 python benchmarks/calibrate_synth.py --n 1m --nq 1000 > c1m.log &   # 1M (tens of minutes)
     python benchmarks/calibrate_synth.py --n 100k --set noise=0.8 --set power=1.6 --no-timing   # try parameters
+    nice -n 15 python benchmarks/calibrate_synth.py --dataset ~/.cache/vdbbench/real/photo-sift-a.hdf5   # the real side
 
-Prints, for the replica at each size, beside the real figures (DATA_NOTES: 1M real descriptors from
-photographs, queries from other photographs, recall@10 >= 0.95, 1 thread) and the ratio
-replica / real:
+Prints, for the replica at each size, beside the real figures (docs/real-sift.md: 1M real descriptors
+from photographs, queries from other photographs, recall@10 >= 0.95, 1 thread; and the 500k
+development set photo-sift-a) and the ratio replica / real:
 
 * value statistics and the query-to-base nearest-neighbour distance;
 * IVF difficulty: the smallest nprobe at which faiss IVF-Flat (exact scan, nlist = 4*sqrt(n)) reaches
   10-recall@10 >= 0.95, as a fraction of nlist, and graph difficulty: the smallest efSearch of faiss
   HNSW32 (efConstruction 40), with the distance evaluations per query of both (faiss' counters);
+* our engine at its defaults (u8+f16, nlist = 4*sqrt(n)): the smallest nprobe reaching the target,
+  and there the split u8 codes' tails read per code scanned (in batch, and one query per call for
+  the first --single-queries queries) and per query (its own counters, independent of timing), and, unless --no-timing, batch QPS at 2 threads over 1 thread on the same
+  index (alternating calls in this process, wall clock, median of --scaling-rounds rounds). The real
+  scaling figures depend on the SIMD path (AVX-512 VNNI barely used the second core, AVX2 did): the
+  row shows the ones of the path that ran here;
 * QPS ratios at recall@10 >= 0.95 of faiss HNSW32, hnswlib (M 32, ef_construction 200; optional,
   `pip install hnswlib`) and faiss IVF-PQ64x4fs+RFlat to IVF-Flat, and of the graphs to IVF-PQ fs,
   batch (all queries in one call) and one query per call, one thread. Every index is timed in the
   same process on the calling thread's CPU clock, round-robin over --repeats rounds, best round
   kept: ratios, never absolute QPS, are what carries between machines and runs.
 
-The real figures are for 1M vectors; a ratio at 100k is printed against them too, but IVF's work
-grows about as sqrt(n) and a graph's as log(n), so graph/IVF ratios at 100k are expected to be
-several times lower than at 1M. --out writes the Markdown report (with the machine, commit and
-generator parameters) to a file, appending.
+The real figures are for 1M vectors (and 500k for photo-sift-a); a ratio at 100k is printed against
+them too, but IVF's work grows about as sqrt(n) and a graph's as log(n), so graph/IVF ratios at 100k
+are expected to be several times lower than at 1M, and tails per query lower too (tails per code
+scanned is the size-free figure). --dataset measures the real side instead: value statistics and
+our engine's figures on an ann-benchmarks HDF5 file, with its own exact distances. --out writes the
+Markdown report (with the machine, commit and generator parameters) to a file, appending.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import argparse
 import dataclasses
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -41,7 +51,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np  # noqa: E402
 
 from vdbbench.bench import hugepages  # noqa: E402
-from vdbbench.common import train_sample  # noqa: E402
+from vdbbench.common import default_nlist, train_sample  # noqa: E402
 from vdbbench.common.recall import knn_recall  # noqa: E402
 from vdbbench.datasets import synth  # noqa: E402
 from vdbbench.datasets.difficulty import (  # noqa: E402
@@ -54,19 +64,33 @@ from vdbbench.datasets.difficulty import (  # noqa: E402
 from vdbbench.datasets.groundtruth import compute_groundtruth  # noqa: E402
 from vdbbench.datasets.loader import parse_synth_name  # noqa: E402
 
-# shared/DATA_NOTES.md, real SIFT from photographs, 1M base, recall@10 >= 0.95, 1 thread.
+# docs/real-sift.md, real SIFT from photographs, 1M base, recall@10 >= 0.95, 1 thread.
 REAL_VALUES = "0..242", "512.0 (510.9..513.1)", "13-15%", "27.5", "237 / 64"
 REAL_IVF_FRACTION = (0.013, 0.017)  # nprobe 48-64 of 3840; 64 of 4000 in the graph table
 REAL_EF = {"faiss-hnsw32": 48, "hnswlib": 40}
 REAL_BATCH = {"ivf-flat": 1107, "ivfpq-fs": 7946, "faiss-hnsw32": 4465, "hnswlib": 5882}
 REAL_SINGLE = {"ivfpq-fs": 3868, "faiss-hnsw32": 4245, "hnswlib": 5625}
-# (numerator, denominator, mode): the ratios DATA_NOTES asks a replica to match.
+# (numerator, denominator, mode): the ratios docs/real-sift.md asks a replica to match.
 RATIOS = [
     ("faiss-hnsw32", "ivf-flat", "batch"), ("hnswlib", "ivf-flat", "batch"), ("ivfpq-fs", "ivf-flat", "batch"),
     ("faiss-hnsw32", "ivfpq-fs", "batch"), ("hnswlib", "ivfpq-fs", "batch"),
     ("faiss-hnsw32", "ivfpq-fs", "single"), ("hnswlib", "ivfpq-fs", "single"),
 ]
 K_FACTORS = (1, 4, 8, 16)  # IVF-PQ fs refine depths tried (rerank 0, 40, 80, 160 at k = 10)
+
+# Our engine on real SIFT (docs/real-sift.md), at its defaults (u8+f16, nlist round(4*sqrt(n)),
+# default rerank). photo-sift-a: 500k real descriptors, its 10,000 queries, AVX2 path (with the
+# batch tile kernel of 624c5cd) on a 2-core EPYC Zen 3: nprobe 46 of 2828 reaches recall@10 0.9503;
+# per query 9,934 u8 codes scanned and 9,869 tails read in batch, and one query per call (first
+# 1,000 queries) 0.344 tails per code. The 1M set: 2,000 queries at nprobe 64 of 4000 on the 2-core
+# AVX-512 VNNI EPYC read 22.5M tails (the replica synth-sift-1m 16.1M); its codes were not recorded.
+REAL_ENGINE_NPROBE = {"photo-sift-a 500k": (46, 2828)}
+REAL_TAILS_PER_CODE = {"photo-sift-a 500k": {"batch": 9869 / 9934, "one query per call": 0.344}}
+REAL_TAILS_PER_QUERY = {"photo-sift-a 500k": 9869.0, "real 1M": 22.5e6 / 2000}
+# Batch QPS at 2 threads over 1 thread, same index, alternating calls in one process (medians),
+# by the SIMD path that ran: AVX-512 VNNI on the 1M set and on photo-sift-a (batches of 2,000
+# queries at nprobe 64, 15 calls each), AVX2 on the 1M set (5 calls).
+REAL_SCALING = {"avx512": {"real 1M": 1.00, "photo-sift-a 500k": 1.15}, "avx2": {"real 1M": 1.73}}
 
 
 def parse_size(text: str) -> int:
@@ -243,8 +267,144 @@ def time_all(timed: list[Timed], queries, repeats: int, single_queries: int) -> 
             t.single_qps = max(t.single_qps, len(qs) / max(time.thread_time() - t0, 1e-9))
 
 
+@dataclasses.dataclass
+class EngineFigures:
+    """Our engine at its defaults on one data set: the work a query costs at the cheapest nprobe
+    reaching the target, and how batch search scales from one thread to two."""
+
+    nlist: int
+    simd: str
+    nprobe: int | None = None
+    recall: float = 0.0
+    recall_at: dict[int, float] = dataclasses.field(default_factory=dict)
+    codes_per_query: float = 0.0
+    tails_per_query: float = 0.0
+    single_codes: float = 0.0  # summed over the queries searched one per call
+    single_tails: float = 0.0
+    qps_1t: float | None = None  # batch, median over the rounds (wall clock)
+    qps_2t: float | None = None
+    round_ratios: list[float] = dataclasses.field(default_factory=list)
+
+    @property
+    def tails_per_code(self) -> float | None:
+        return self.tails_per_query / self.codes_per_query if self.codes_per_query else None
+
+    @property
+    def single_tails_per_code(self) -> float | None:
+        return self.single_tails / self.single_codes if self.single_codes else None
+
+    @property
+    def scaling(self) -> float | None:
+        return self.qps_2t / self.qps_1t if self.qps_1t and self.qps_2t else None
+
+
+def engine_figures(base, queries, gt_distances, target: float, k: int = 10, rounds: int = 0,
+                   min_call_s: float = 0.2, seed: int = 0, single_queries: int = 300) -> EngineFigures:
+    """Our engine (vdbbench.IvfIndex at its defaults: u8+f16, nlist round(4*sqrt(n)), the bench's
+    training sample, default rerank) on base/queries: the smallest nprobe reaching ``target``, the
+    u8 codes scanned and split-code tails read per query there (a batch at one thread, and the
+    first ``single_queries`` queries one per call: the batch path tiles queries on a list and can
+    read tails the one-query path skips; the counts do not depend on timing), and with ``rounds``
+    > 0 the batch QPS at threads=2 over threads=1 on the same index: alternating calls in this
+    process, which thread count goes first alternating too, each call repeated until
+    ``min_call_s`` has passed (wall clock: two threads cannot be timed on one thread's CPU clock),
+    the median of each thread count over the rounds."""
+    import vdbbench as vb
+
+    n, dim = base.shape
+    nlist = default_nlist(n)
+    t0 = time.perf_counter()
+    index = vb.IvfIndex(dim=dim, nlist=nlist, seed=seed)
+    index.train(train_sample(base, nlist, seed))
+    index.add(base)
+    fig = EngineFigures(nlist=nlist, simd=str(vb.simd_level()))
+    log(f"our IVF{nlist} (u8+f16, {fig.simd}) built in {time.perf_counter() - t0:.0f}s")
+
+    def recall_at(p: int) -> float:
+        if p not in fig.recall_at:
+            fig.recall_at[p] = knn_recall(index.search(queries, k=k, nprobe=p)[1], base, queries, gt_distances, k=k)
+        return fig.recall_at[p]
+
+    fig.nprobe = smallest(recall_at, 1, nlist, target)
+    if fig.nprobe is None:
+        return fig
+    fig.recall = recall_at(fig.nprobe)
+    nq = len(queries)
+    index.search(queries, k=k, nprobe=fig.nprobe, threads=1)
+    stats = index.last_search_stats()
+    fig.codes_per_query, fig.tails_per_query = stats["codes_scanned"] / nq, stats["tails_read"] / nq
+    for i in range(min(single_queries, nq)):
+        index.search(queries[i : i + 1], k=k, nprobe=fig.nprobe, threads=1)
+        stats = index.last_search_stats()
+        fig.single_codes += stats["codes_scanned"]
+        fig.single_tails += stats["tails_read"]
+    log(f"our engine: nprobe {fig.nprobe} of {nlist} (recall {fig.recall:.4f}), {fig.codes_per_query:,.0f} codes and "
+        f"{fig.tails_per_query:,.0f} tails per query in batch (tails / codes {fig.tails_per_code:.3f}; one query per "
+        f"call {fig.single_tails_per_code or 0:.3f})")
+    if rounds <= 0:
+        return fig
+
+    def batch_qps(threads: int) -> float:
+        calls, t = 0, time.perf_counter()
+        while True:
+            index.search(queries, k=k, nprobe=fig.nprobe, threads=threads)
+            calls += 1
+            dt = time.perf_counter() - t
+            if dt >= min_call_s:
+                return calls * nq / dt
+
+    batch_qps(2)  # warm both
+    qps: dict[int, list[float]] = {1: [], 2: []}
+    for r in range(rounds):
+        for threads in ((1, 2) if r % 2 == 0 else (2, 1)):
+            qps[threads].append(batch_qps(threads))
+        fig.round_ratios.append(qps[2][-1] / qps[1][-1])
+    fig.qps_1t, fig.qps_2t = statistics.median(qps[1]), statistics.median(qps[2])
+    log(f"our engine batch: 1 thread {fig.qps_1t:,.0f} QPS, 2 threads {fig.qps_2t:,.0f} QPS (medians of {rounds}), "
+        f"2t/1t {fig.scaling:.2f}; rounds " + ", ".join(f"{x:.2f}" for x in fig.round_ratios))
+    return fig
+
+
+def nearer_real(table: dict[str, float], n: int) -> tuple[str, float] | None:
+    """The real figure measured at the size nearest n (the 1M set at 750k and above, else photo-sift-a)."""
+    key = "real 1M" if n >= 750_000 else "photo-sift-a 500k"
+    if table.get(key):
+        return key, table[key]
+    others = [(name, v) for name, v in table.items() if v]
+    return others[0] if others else None
+
+
+def engine_lines(fig: EngineFigures, n: int, target: float) -> list[str]:
+    """The report rows of our engine's figures beside real SIFT's (docs/real-sift.md)."""
+    if fig.nprobe is None:
+        return [f"| our engine nprobe/nlist for recall@10 {target} (defaults, {fig.simd}) | not reached | 1.70% | - |"]
+    real_p, real_nlist = REAL_ENGINE_NPROBE["photo-sift-a 500k"]
+    frac, real_frac = fig.nprobe / fig.nlist, real_p / real_nlist
+    lines = [f"| our engine nprobe/nlist for recall@10 {target} (u8+f16 defaults, {fig.simd}) | {100 * frac:.2f}% (nprobe "
+             f"{fig.nprobe} of {fig.nlist}, recall {fig.recall:.4f}) | {100 * real_frac:.2f}% ({real_p} of {real_nlist}, "
+             f"photo-sift-a 500k) | {frac / real_frac:.2f} |"]
+    for mode, rate in (("batch", fig.tails_per_code), ("one query per call", fig.single_tails_per_code)):
+        real_rate = REAL_TAILS_PER_CODE["photo-sift-a 500k"][mode]
+        lines.append(f"| our engine tails read / u8 codes scanned, {mode} | {rate or 0:.3f} | {real_rate:.3f} "
+                     f"(photo-sift-a 500k) | {fmt_ratio(rate, real_rate)} |")
+    real_tq = " / ".join(f"{v:,.0f} ({name})" for name, v in REAL_TAILS_PER_QUERY.items() if v)
+    near = nearer_real(REAL_TAILS_PER_QUERY, n)
+    lines.append(f"| our engine tails read per query (codes scanned {fig.codes_per_query:,.0f}) | {fig.tails_per_query:,.0f} | "
+                 f"{real_tq} | {fmt_ratio(fig.tails_per_query, near[1] if near else None)} |")
+    if fig.scaling is not None:
+        family = "avx512" if fig.simd.startswith("avx512") else fig.simd
+        real = REAL_SCALING.get(family) or REAL_SCALING["avx512"]
+        shown = family if family in REAL_SCALING else "avx512"
+        real_text = " / ".join(f"{v:.2f} ({name}, {shown})" for name, v in real.items())
+        near = nearer_real(real, n)
+        lines.append(f"| our engine batch QPS 2 threads / 1 thread ({len(fig.round_ratios)} alternating rounds, medians; "
+                     f"rounds {min(fig.round_ratios):.2f}..{max(fig.round_ratios):.2f}) | {fig.scaling:.2f} | {real_text} | "
+                     f"{fmt_ratio(fig.scaling, near[1] if near else None)} |")
+    return lines
+
+
 def fmt_ratio(rep: float | None, real: float | None) -> str:
-    if rep is None or real is None:
+    if rep is None or not real:
         return "-"
     return f"{rep / real:.2f}"
 
@@ -286,6 +446,10 @@ def report_size(n: int, args, world, sift) -> list[str]:
     if g.ef_search is not None and d.distances_per_query:
         lines.append(f"| distance evaluations per query, IVF-Flat / HNSW32 | {d.distances_per_query:,.0f} / "
                      f"{g.distances_per_query:,.0f} = {d.distances_per_query / g.distances_per_query:.1f} | - | - |")
+
+    fig = engine_figures(base, queries, gt, args.target, rounds=0 if args.no_timing else args.scaling_rounds,
+                         single_queries=args.single_queries)
+    lines += engine_lines(fig, n, args.target)
 
     if not args.no_timing:
         with_hnswlib = not args.no_hnswlib
@@ -333,14 +497,49 @@ def report_size(n: int, args, world, sift) -> list[str]:
                   + "; ".join(f"{t.name} {t.setting} (recall {t.recall:.3f}): batch {t.batch_qps:,.0f}, single "
                               f"{t.single_qps:,.0f}" for t in timed) + "."]
     lines += ["", "IVF-Flat recall by nprobe: " + ", ".join(f"{p}: {r:.3f}" for p, r in sorted(d.recall_at.items()))
-              + ". HNSW32 recall by efSearch: " + ", ".join(f"{e}: {r:.3f}" for e, r in sorted(g.recall_at.items())) + "."]
+              + ". HNSW32 recall by efSearch: " + ", ".join(f"{e}: {r:.3f}" for e, r in sorted(g.recall_at.items()))
+              + ". Our engine's recall by nprobe: " + ", ".join(f"{p}: {r:.3f}" for p, r in sorted(fig.recall_at.items())) + "."]
+    return lines
+
+
+def report_dataset(path: Path, args) -> list[str]:
+    """Value statistics and our engine's figures on an ann-benchmarks HDF5 file (the real set the
+    replica is calibrated against), with the file's own exact distances as ground truth."""
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        base = np.ascontiguousarray(f["train"][:], dtype=np.float32)
+        queries = np.ascontiguousarray(f["test"][:], dtype=np.float32)
+        gt = np.asarray(f["distances"][:, :10])
+    if args.nq and args.nq < len(queries):
+        queries, gt = queries[: args.nq], gt[: args.nq]
+    stats, nn = value_stats(base), nn_distance_stats(gt)
+    fig = engine_figures(base, queries, gt, args.target, rounds=0 if args.no_timing else args.scaling_rounds,
+                         single_queries=args.single_queries)
+    lines = [f"#### {path.name}: n={len(base):,}, {len(queries)} queries", "",
+             "| property | value |", "|---|---|",
+             f"| values | {stats['min']:.0f}..{stats['max']:.0f}{'' if stats['integer'] else ' (not integer!)'} |",
+             f"| L2 norm median (p1..p99) | {stats['norm_median']:.1f} ({stats['norm_p1']:.1f}..{stats['norm_p99']:.1f}) |",
+             f"| zero components | {100 * stats['zero_fraction']:.1f}% |", f"| mean component | {stats['mean']:.2f} |",
+             f"| NN distance median / p1 | {nn['nn_median']:.1f} / {nn['nn_p1']:.1f} |"]
+    if fig.nprobe is not None:
+        lines += [f"| our engine nprobe for recall@10 {args.target} (u8+f16 defaults, {fig.simd}) | {fig.nprobe} of "
+                  f"{fig.nlist} ({100 * fig.nprobe / fig.nlist:.2f}%), recall {fig.recall:.4f} |",
+                  f"| u8 codes scanned / tails read per query, batch | {fig.codes_per_query:,.0f} / {fig.tails_per_query:,.0f} "
+                  f"(tails / codes {fig.tails_per_code:.3f}) |",
+                  f"| tails read / codes scanned, one query per call ({min(args.single_queries, len(queries))} queries) | "
+                  f"{fig.single_tails_per_code or 0:.3f} |"]
+    if fig.scaling is not None:
+        lines.append(f"| batch QPS 2 threads / 1 thread ({len(fig.round_ratios)} alternating rounds, medians) | "
+                     f"{fig.scaling:.2f} (rounds {', '.join(f'{x:.2f}' for x in fig.round_ratios)}) |")
+    lines += ["", "Our engine's recall by nprobe: " + ", ".join(f"{p}: {r:.4f}" for p, r in sorted(fig.recall_at.items())) + "."]
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=parse_size, action="append", help="base size(s), e.g. 100k, 1m (default 100k)")
-    ap.add_argument("--nq", type=int, default=1000, help="queries (default 1000)")
+    ap.add_argument("--nq", type=int, help="queries (default 1000; with --dataset, all of the file's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target", type=float, default=0.95)
     ap.add_argument("--repeats", type=int, default=3, help="timing rounds, best kept (default 3)")
@@ -350,11 +549,19 @@ def main(argv: list[str] | None = None) -> int:
                     "slowest step at 1M)")
     ap.add_argument("--set", dest="overrides", type=parse_override, action="append", default=[],
                     help="override a generator parameter, NAME=VALUE (repeatable)")
+    ap.add_argument("--scaling-rounds", type=int, default=7, help="alternating 1- and 2-thread batch rounds of our "
+                    "engine, medians kept (default 7)")
+    ap.add_argument("--dataset", type=Path, help="instead of the replica: value statistics and our engine's figures on "
+                    "this ann-benchmarks HDF5 file (e.g. the real photo-sift-a), all its queries unless --nq is given")
     ap.add_argument("--out", type=Path, help="append the Markdown report to this file")
     args = ap.parse_args(argv)
     world, sift = params_with(args.overrides)
+    if args.nq is None and args.dataset is None:
+        args.nq = 1000
     lines = []
-    for n in args.n or [100_000]:
+    if args.dataset is not None:
+        lines += report_dataset(args.dataset, args) + [""]
+    for n in [] if args.dataset is not None else args.n or [100_000]:
         lines += report_size(n, args, world, sift) + [""]
     import faiss
 
@@ -363,9 +570,13 @@ def main(argv: list[str] | None = None) -> int:
         hl_version = getattr(hnswlib, "__version__", "installed")
     except ImportError:
         hl_version = "absent"
-    meta = (f"commit {git_commit()}, generator v{synth.GENERATOR_VERSIONS['sift']}, {cpu_name()}, {os.cpu_count()} cores, "
-            f"load average {os.getloadavg()[0]:.1f}, faiss {faiss.__version__}, hnswlib {hl_version}, numpy {np.__version__}; "
-            f"world {dataclasses.asdict(world)}, sift {dataclasses.asdict(sift)}")
+    import vdbbench as vb
+
+    meta = (f"commit {git_commit()}, {cpu_name()}, {os.cpu_count()} cores, SIMD {vb.simd_level()}, load average "
+            f"{os.getloadavg()[0]:.1f}, faiss {faiss.__version__}, hnswlib {hl_version}, numpy {np.__version__}")
+    if args.dataset is None:
+        meta += (f"; generator v{synth.GENERATOR_VERSIONS['sift']}, world {dataclasses.asdict(world)}, "
+                 f"sift {dataclasses.asdict(sift)}")
     report = "\n".join(lines) + "\n" + meta + "\n"
     print(report)
     if args.out:

@@ -115,18 +115,20 @@ def test_calibrate_synth_reports_the_replica_beside_real_sift(env, tmp_path):
     assert "synth-sift n=20,000, 200 queries" in report
     assert re.search(r"^\| IVF-Flat nprobe/nlist for recall@10 0.95 .*\| [\d.]+ \|$", report, re.M)
     assert re.search(r"^\| faiss-hnsw32 / ivf-flat QPS, batch, 1 thread \| [\d.]+ \| 4.03 \| [\d.]+ \|$", report, re.M)
-    # our engine's split u8 codes: tails read per code scanned (photo-sift-a's 0.481) and per query
-    rate = re.search(r"^\| our engine tails read / u8 codes scanned, batch \| ([\d.]+) \| 0.481 \(photo-sift-a 500k\) "
-                     r"\| [\d.]+ \|$", report, re.M)
-    assert rate and 0 < float(rate.group(1)) <= 1
+    # our engine's split u8 codes: tails read per code scanned, in batch and one query per call
+    # (photo-sift-a's 0.993 and 0.344), and per query
+    for mode, real in (("batch", "0.993"), ("one query per call", "0.344")):
+        rate = re.search(rf"^\| our engine tails read / u8 codes scanned, {mode} \| ([\d.]+) \| {real} "
+                         r"\(photo-sift-a 500k\) \| [\d.]+ \|$", report, re.M)
+        assert rate and 0 < float(rate.group(1)) <= 1, report
     per_query = re.search(r"^\| our engine tails read per query \(codes scanned ([\d,]+)\) \| ([\d,]+) \| "
-                          r"4,774 \(photo-sift-a 500k\) / 11,250 \(real 1M\) \| [\d.]+ \|$", report, re.M)
+                          r"9,869 \(photo-sift-a 500k\) / 11,250 \(real 1M\) \| [\d.]+ \|$", report, re.M)
     assert per_query and 0 < int(per_query.group(2).replace(",", "")) <= int(per_query.group(1).replace(",", ""))
     # batch QPS at 2 threads over 1 thread, same index, three alternating rounds, beside the real
     # figures of the SIMD path that ran (AVX-512: 1.00 on the 1M set, 1.15 on photo-sift-a)
     scaling = re.search(r"^\| our engine batch QPS 2 threads / 1 thread \(3 alternating rounds, medians; rounds "
                         r"[\d.]+\.\.[\d.]+\) \| ([\d.]+) \| (.*real 1M.*) \| [\d.]+ \|$", report, re.M)
-    assert scaling and 0.2 < float(scaling.group(1)) < 3, report
+    assert scaling and 0.1 < float(scaling.group(1)) < 4, report
     assert ("1.73 (real 1M, avx2)" if "SIMD avx2" in report else "1.00 (real 1M, avx512)") in scaling.group(2)
 
 
