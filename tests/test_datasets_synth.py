@@ -26,7 +26,7 @@ BAND_100K = (0.018, 0.04)
 # Graph difficulty at 100k, counted rather than timed: faiss HNSW32's distance evaluations per
 # query at its smallest efSearch for recall@10 0.95, against exact-scan IVF-Flat's (centroids plus
 # codes scanned) at its smallest nprobe for 0.95. On real SIFT at 1M, HNSW32 runs at 4x IVF-Flat's
-# batch QPS (DATA_NOTES); the replica before generator v3, with isotropic noise in all 128
+# batch QPS (docs/real-sift.md); the replica before generator v3, with isotropic noise in all 128
 # dimensions, ran it at 0.4x, and its work ratio here is 1.9 (it fails this bound); this
 # generator's is 4.3 for v6 (IVF 4,368 per query at nprobe 34, HNSW32 1,007 at efSearch 29; v5:
 # 4.4, v3: 3.7). IVF's work

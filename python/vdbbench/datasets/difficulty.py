@@ -50,7 +50,7 @@ def first_reaching(score, target: float, lo: int, hi: int) -> int:
     return lo
 
 def value_stats(x: np.ndarray) -> dict:
-    """The per-vector and per-component statistics DATA_NOTES.md quotes for real SIFT."""
+    """The per-vector and per-component statistics docs/real-sift.md quotes for real SIFT."""
     norms = np.linalg.norm(x.astype(np.float64), axis=1)
     return {
         "min": float(x.min()),
@@ -157,6 +157,6 @@ def hnsw_difficulty(base: np.ndarray, queries: np.ndarray, *, M: int = 32, ef_co
 
 
 def nn_distance_stats(gt_distances: np.ndarray) -> dict:
-    """Query-to-base nearest-neighbour distance: median and 1st percentile (DATA_NOTES' figures)."""
+    """Query-to-base nearest-neighbour distance: median and 1st percentile (docs/real-sift.md's figures)."""
     d1 = np.asarray(gt_distances)[:, 0]
     return {"nn_median": float(np.median(d1)), "nn_p1": float(np.percentile(d1, 1))}

@@ -42,7 +42,7 @@ nearest neighbours a little closer than real SIFT's (median 206 against 237).
 non-negative part, sharpen it (a power > 1: a few dominant orientations), weight the 4x4 spatial
 cells by a Gaussian window, normalise to unit length, clip at 0.2, renormalise, scale by 512,
 round to integers 0..255. Its parameters were calibrated with benchmarks/calibrate_synth.py
-against every real-SIFT figure of shared/DATA_NOTES.md: exact-scan IVF's nprobe for recall@10
+against the real-SIFT figures of docs/real-sift.md (sections 1-2): exact-scan IVF's nprobe for recall@10
 0.95 at nlist = 4*sqrt(n), and the QPS ratios of graph indexes (faiss HNSW32, hnswlib) and IVF-PQ
 fast-scan to IVF-Flat (benchmarks/results/synth_calibration.md).
 

@@ -8,7 +8,7 @@ from vdbbench.adapters.interface import ParamSpace, RunOptions
 from vdbbench.common import normalize_rows
 
 #: Graph degree and construction beam of the hnswlib and usearch peers (hnswlib's settings in
-#: /work/shared/DATA_NOTES.md, the ones its users commonly pick for SIFT-like data).
+#: docs/real-sift.md, the ones its users commonly pick for SIFT-like data).
 M = 32
 EF_CONSTRUCTION = 200
 EF_STOP = 4096

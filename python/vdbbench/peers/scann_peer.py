@@ -1,6 +1,6 @@
 """ScaNN (partitioning tree + anisotropic hashing + exact reorder): Google's IVF-family index.
 
-Build: 2*sqrt(n) leaves (2,000 at 1M, the setting in /work/shared/DATA_NOTES.md), AH with 2
+Build: 2*sqrt(n) leaves (2,000 at 1M, the setting of docs/real-sift.md), AH with 2
 dimensions per block and anisotropic threshold 0.2, reorder with the exact f32 vectors.
 Swept: ``leaves_to_search`` adaptively, ``reorder`` (candidates rescored exactly) over 5k,
 10k and 20k.

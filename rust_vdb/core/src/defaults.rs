@@ -4,7 +4,7 @@
 /// The `nprobe` used when the caller gives none: at least this many lists (clamped to nlist)...
 pub const DEFAULT_NPROBE: usize = 32;
 /// ...and at least this fraction of them: recall@10 >= 0.95 on SIFT-like data needs 1.3-1.7% of
-/// round(4 sqrt(n)) lists at 1M (DATA_NOTES), while below ~640k vectors the floor of 32 already
+/// round(4 sqrt(n)) lists at 1M (docs/real-sift.md), while below ~640k vectors the floor of 32 already
 /// covers more than 1.6%.
 pub const DEFAULT_NPROBE_FRACTION: f64 = 0.016;
 /// The `rerank` used when the caller gives none: max(DEFAULT_RERANK, k), except for L2
