@@ -226,11 +226,14 @@ class Plan:
                 "tool_calls": [("write_file", {"path": LIB, "content": src}), ("submit", {"message": f"{s.n}: {s.kind}"})]}
 
 
-def soak_card(repo: Path, submissions: int, repeat_seconds: float, max_pairs: int, final_seconds: float) -> Path:
+def soak_card(repo: Path, submissions: int, repeat_seconds: float, max_pairs: int, final_seconds: float,
+              keep_best: bool = False) -> Path:
     """The fixture's card for the soak: no cargo tests (every submission still builds), short
-    timed repeats, a capped final measurement, and budgets that do not stop it early."""
+    timed repeats, a capped final measurement, and budgets that do not stop it early; with
+    `keep_best`, the best's process is kept between submissions (one process start less each)."""
     text = (repo / "task.toml").read_text()
     for old, new in (
+        ("[limits]\neval_timeout_s = 60\n", f"[limits]\neval_timeout_s = 60\nkeep_best_worker = {str(keep_best).lower()}\n"),
         ("[tests]\nmanifest = \"core/Cargo.toml\"\ntimeout_s = 300\n", "[tests]\nenabled = false\n"),
         ("[objective]\n", f"[objective]\nrepeat_seconds = {repeat_seconds}\ndev_repeat_seconds = {min(0.05, repeat_seconds)}\n"
                           f"max_pairs = {max_pairs}\n"),
@@ -244,11 +247,12 @@ def soak_card(repo: Path, submissions: int, repeat_seconds: float, max_pairs: in
     return repo / "task.toml"
 
 
-def make_repo(work: Path, submissions: int, repeat_seconds: float, max_pairs: int, final_seconds: float) -> Path:
+def make_repo(work: Path, submissions: int, repeat_seconds: float, max_pairs: int, final_seconds: float,
+              keep_best: bool = False) -> Path:
     repo = work / "fixture"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("target"))
     (repo / LIB).write_text(engine(START_EXTRA))
-    soak_card(repo, submissions, repeat_seconds, max_pairs, final_seconds)
+    soak_card(repo, submissions, repeat_seconds, max_pairs, final_seconds, keep_best)
     for cmd in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
                 ["git", "-c", "user.name=soak", "-c", "user.email=soak@localhost", "commit", "-q", "-m", "soak start"]):
         subprocess.run(cmd, cwd=repo, check=True)
@@ -350,7 +354,7 @@ def chromium_load(page: Path) -> dict:
 
 
 def run(submissions: int, work: Path, seed: int = 0, repeat_seconds: float = 0.1, max_pairs: int = 16,
-        final_seconds: float = 60.0, say=print) -> dict:
+        final_seconds: float = 60.0, say=print, keep_best: bool = False) -> dict:
     """The whole soak; returns its figures (see the module docstring)."""
     from vdbbench.agent import workspace as wsp
     from vdbbench.agent.evaluator import Evaluator
@@ -360,12 +364,12 @@ def run(submissions: int, work: Path, seed: int = 0, repeat_seconds: float = 0.1
                         (wsp, "build"), (wsp, "run_tests")):  # the loop calls these through the module
         clock.wrap(owner, name)
     try:
-        return _run(submissions, work, seed, repeat_seconds, max_pairs, final_seconds, say, clock)
+        return _run(submissions, work, seed, repeat_seconds, max_pairs, final_seconds, say, clock, keep_best)
     finally:
         clock.unwrap()
 
 
-def _run(submissions, work, seed, repeat_seconds, max_pairs, final_seconds, say, clock) -> dict:
+def _run(submissions, work, seed, repeat_seconds, max_pairs, final_seconds, say, clock, keep_best) -> dict:
     from vdbbench.agent import report, report_plots
     from vdbbench.agent.journal import read_events
     from vdbbench.agent.loop import Session
@@ -382,7 +386,7 @@ def _run(submissions, work, seed, repeat_seconds, max_pairs, final_seconds, say,
             finally:
                 self.seen.clear()
 
-    repo = make_repo(work, submissions, repeat_seconds, max_pairs, final_seconds)
+    repo = make_repo(work, submissions, repeat_seconds, max_pairs, final_seconds, keep_best)
     plan = Plan(submissions, seed=seed)
     t0 = time.perf_counter()
 
@@ -425,7 +429,7 @@ def _run(submissions, work, seed, repeat_seconds, max_pairs, final_seconds, say,
     n = len(plan.done)
     tenth = max(1, n // 10)
     figures = {
-        "submissions": n, "wall_s": round(wall, 1), "seed": seed, "repeat_seconds": repeat_seconds, "max_pairs": max_pairs,
+        "submissions": n, "wall_s": round(wall, 1), "seed": seed, "repeat_seconds": repeat_seconds, "max_pairs": max_pairs, "keep_best": keep_best,
         "by_kind": by_kind,
         "false_accepts": [{"n": s.n, "kind": s.kind, "nominal": round(s.nominal, 4)} for s in false_accepts],
         "false_accept_rate_no_effect": (sum(s.kind == "none" for s in false_accepts)
@@ -492,6 +496,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat-seconds", type=float, default=0.1, help="the card's timed repeat (default 0.1 s)")
     ap.add_argument("--max-pairs", type=int, default=16, help="the judge's cap of pairs (default 16)")
     ap.add_argument("--final-seconds", type=float, default=60.0, help="the final measurement's cap per target")
+    ap.add_argument("--keep-best", action="store_true", help="keep the best's process between submissions")
     ap.add_argument("--workdir", help="keep the session here (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--target-dir", help="cargo target folder (default target/agent-soak; never one another session builds in)")
@@ -503,7 +508,7 @@ def main(argv=None) -> int:
     os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(Path(args.target_dir).resolve() if args.target_dir else ROOT / "target" / "agent-soak")
     try:
         figures = run(args.submissions, work, seed=args.seed, repeat_seconds=args.repeat_seconds,
-                      max_pairs=args.max_pairs, final_seconds=args.final_seconds,
+                      max_pairs=args.max_pairs, final_seconds=args.final_seconds, keep_best=args.keep_best,
                       say=lambda m: print(m, file=sys.stderr, flush=True))
         from vdbbench.bench.results import cpu_model
 

@@ -35,7 +35,7 @@ def soak(tmp_path_factory):
     try:
         work = tmp_path_factory.mktemp("soak")
         figures = agent_soak.run(SUBMISSIONS, work, seed=1, repeat_seconds=0.05, max_pairs=8, final_seconds=15,
-                                 say=lambda m: None)
+                                 say=lambda m: None, keep_best=True)
     finally:
         if old is None:
             os.environ.pop("VDBBENCH_AGENT_TARGET_DIR", None)
