@@ -11,6 +11,7 @@ mod layout;
 mod prescore;
 mod rerank;
 mod search;
+mod single;
 mod split;
 
 use half::f16;

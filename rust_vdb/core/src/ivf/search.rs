@@ -52,7 +52,7 @@ pub(super) struct Scratch {
     pub qsplit: Vec<u8>,
     /// The tails the l2 scan completes (`prescore::Tails`), and one query's list scan's.
     pub tails: super::prescore::Tails,
-    pub scan: super::prescore::ScanBufs,
+    pub scan: super::single::ScanBufs,
     /// Per query of the block: whether its u8 candidates are rescored with f16.
     pub rerank_q: Vec<bool>,
     pub qscaled: Vec<f32>,
