@@ -496,17 +496,22 @@ mod tests {
             until_ns: AtomicU64::new(0),
         };
         // what is left of the window, in ms
-        let left = |b: &Backoff| {
-            b.until_ns.load(Ordering::Relaxed).saturating_sub(now_ns()) as f64 / 1e6
-        };
+        let left =
+            |b: &Backoff| b.until_ns.load(Ordering::Relaxed).saturating_sub(now_ns()) as f64 / 1e6;
         assert!(b.may_share(), "sharing is allowed until a stall");
         b.record(true);
-        assert!(!b.may_share() && left(&b) <= 2.0, "the first stall: 2 ms alone");
+        assert!(
+            !b.may_share() && left(&b) <= 2.0,
+            "the first stall: 2 ms alone"
+        );
         std::thread::sleep(Duration::from_millis(3));
         assert!(b.may_share(), "the window is over");
         b.record(true);
         b.record(true);
-        assert!(!b.may_share() && left(&b) > 4.0 && left(&b) <= 8.0, "the third in a row: 8 ms");
+        assert!(
+            !b.may_share() && left(&b) > 4.0 && left(&b) <= 8.0,
+            "the third in a row: 8 ms"
+        );
         for _ in 0..20 {
             b.record(true);
         }
@@ -519,7 +524,10 @@ mod tests {
         }
         assert_eq!(b.level.load(Ordering::Relaxed), 1);
         b.record(true);
-        assert!(left(&b) > 2.0 && left(&b) <= 4.0, "a stall after that: level 2, 4 ms");
+        assert!(
+            left(&b) > 2.0 && left(&b) <= 4.0,
+            "a stall after that: level 2, 4 ms"
+        );
         for _ in 0..2 * CLEAN_PER_LEVEL {
             b.record(false);
         }
