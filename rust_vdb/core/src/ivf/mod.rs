@@ -297,12 +297,10 @@ impl IvfIndex {
         let rerank_auto = rerank.is_none() && self.codes_exact;
         let rerank = match rerank {
             None => DEFAULT_RERANK.max(k),
-            Some(r) if r > 0 && r < k => {
-                return crate::invalid!(
-                    "rerank={r} is below k={k}; expected 0 (u8 results alone) or rerank >= k"
-                )
+            Some(r) => {
+                crate::validate::rerank(r, k)?;
+                r
             }
-            Some(r) => r,
         };
         Ok(SearchParams {
             k,
