@@ -11,6 +11,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -234,8 +235,33 @@ def first_warnings(messages: list[dict]) -> str:
     return f"{n} warning(s):\n" + first_errors(messages, limit=5, max_chars=3000, levels=("warning",))
 
 
+@contextmanager
+def _target_turn(target_dir: Path):
+    """Sessions that share a cargo target folder take turns from a build to the copy of its
+    library (and through a test run): cargo locks the build, not the file it leaves behind, so
+    another session's build could replace the library before this one copies it, and one
+    source would be judged with another's binary. No-op where fcntl is missing (Windows)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with open(target_dir / ".vdbbench-turn.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildResult:
     """cargo build the extension crate; copy the shared library to ``out_dir/<module leaf>.so``."""
+    with _target_turn(target_dir):
+        return _build(ws, card, target_dir, out_dir)
+
+
+def _build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildResult:
     b = card.build
     manifest = ws / b.manifest
     # Plain JSON: rustc's diagnostics arrive as compiler messages with their rendered text (with
@@ -315,7 +341,8 @@ def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
     env = _cargo_env(target_dir, card.build.env)
     env.pop("PYO3_BUILD_EXTENSION_MODULE", None)
     t0 = time.perf_counter()
-    rc, out, err = _run_limited(cmd, ws, env, t.timeout_s)
+    with _target_turn(target_dir):
+        rc, out, err = _run_limited(cmd, ws, env, t.timeout_s)
     seconds = time.perf_counter() - t0
     messages, plain = [], []
     for line in out.splitlines():

@@ -1,0 +1,46 @@
+"""Sessions sharing a cargo target folder take turns from a build to the copy of its library."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from vdbbench.agent import workspace
+
+pytest.importorskip("fcntl")
+
+
+def test_two_sessions_on_one_target_folder_take_turns(tmp_path):
+    spans: dict[str, tuple[float, float]] = {}
+
+    def session(name: str) -> None:
+        with workspace._target_turn(tmp_path / "target"):
+            t0 = time.perf_counter()
+            time.sleep(0.3)  # a build and the copy of its library
+            spans[name] = (t0, time.perf_counter())
+
+    threads = [threading.Thread(target=session, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (a0, a1), (b0, b1) = sorted(spans.values())
+    assert b0 >= a1, "the second session's turn began before the first one's ended"
+    # different folders do not wait for each other
+    spans.clear()
+    threads = [threading.Thread(target=lambda n=n: _other(tmp_path / n, spans, n)) for n in ("x", "y")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (x0, x1), (y0, y1) = sorted(spans.values())
+    assert y0 < x1
+
+
+def _other(target, spans, name):
+    with workspace._target_turn(target):
+        t0 = time.perf_counter()
+        time.sleep(0.3)
+        spans[name] = (t0, time.perf_counter())
