@@ -217,10 +217,7 @@ unsafe fn tile_below_impl(
             let q = &qs[j * dim..(j + 1) * dim];
             split_chunks(&q[..hm], at);
             split_chunks(&q[h..h + tm], at.add(2 * hc));
-            qn[j] = q
-                .iter()
-                .map(|&v| v as u32 * v as u32)
-                .fold(0u32, u32::wrapping_add);
+            qn[j] = super::sq_norm(q);
             thr[j] = thrs[j];
         } else {
             for c in 0..stride {
@@ -362,10 +359,7 @@ unsafe fn pre_below_impl(
     let qsp = qbuf.as_mut_ptr() as *mut __m256i;
     split_chunks(&q[..main], qsp);
     let qsp = qsp as *const __m256i;
-    let qn = q
-        .iter()
-        .map(|&v| v as u32 * v as u32)
-        .fold(0u32, u32::wrapping_add);
+    let qn = super::sq_norm(q);
     let (qn_v, thr_v) = (_mm_set1_epi32(qn as i32), _mm_set1_ps(thr));
     let (pp, dp) = (pos.as_mut_ptr(), dist.as_mut_ptr());
     let mut cnt = 0usize;
@@ -750,10 +744,7 @@ unsafe fn dots_impl<const PRE: bool>(
     let qp = q.as_ptr();
     let nrows = out.len();
     let fv = _mm256_set1_epi8(flip);
-    let qn = q
-        .iter()
-        .map(|&v| v as u32 * v as u32)
-        .fold(0u32, u32::wrapping_add);
+    let qn = super::sq_norm(q);
     let finish = |dot: i32, r: usize| {
         if PRE {
             qn.wrapping_add(terms[r] as u32)

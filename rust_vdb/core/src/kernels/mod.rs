@@ -492,6 +492,15 @@ pub fn kernels() -> &'static Kernels {
     kernels_for(level).unwrap_or(&SCALAR)
 }
 
+/// sum(q^2) of a u8 code vector, modulo 2^32: the query's term of the rewritten l2
+/// (`Kernels::l2_u8_batch_pre`), computed once per query by the SIMD tables.
+#[inline]
+pub(crate) fn sq_norm(q: &[u8]) -> u32 {
+    q.iter()
+        .map(|&v| v as u32 * v as u32)
+        .fold(0u32, u32::wrapping_add)
+}
+
 /// `l2_u8_batch_pre_below` from a table's `l2_u8_batch_pre`: distances of up to 64 rows at a
 /// time into a buffer on the stack, then the threshold test row by row (the tables without a
 /// kernel of their own: their `l2_u8_batch_pre` does the arithmetic).

@@ -568,13 +568,7 @@ fn argmin_score(dots: &[f32], norms: &[f32], ip: bool) -> (u32, f32) {
 // `dot_i8_u8_batch` (query already i8) and `l2_u8_batch_pre` (u8 query shifted to i8:
 // q - 128 == q ^ 0x80, see `Kernels::l2_u8_batch_pre`).
 
-/// sum(q^2) for the rewritten l2 (once per batch).
-#[inline]
-fn sq_norm(q: &[u8]) -> u32 {
-    q.iter()
-        .map(|&v| v as u32 * v as u32)
-        .fold(0u32, u32::wrapping_add)
-}
+use super::sq_norm;
 
 /// The dot of one row with the query bytes xor `flip`, taken as i8.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
