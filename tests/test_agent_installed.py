@@ -210,6 +210,7 @@ def test_card_outside_the_repository_killed_and_resumed(installed, agent_env, tm
     assert [d["outcome"] for d in events if d["type"] == "decision"] == tries + ["accepted", "no_change"]
     assert [e["resumed"] for e in events if e["type"] == "session_start"] == [False, True]
     first = server.requests[0]["messages"]
-    assert "MY-OWN-PROMPT" in first[0]["content"] and f"{accepted[0]['qps']:,.0f} QPS" in first[0]["content"]
+    # the card's own system prompt, unchanged all session; the best goes in the resume message
+    assert "MY-OWN-PROMPT" in first[0]["content"] and f"{accepted[0]['qps']:,.0f} QPS" in first[1]["content"]
     assert "one pass" in first[1]["content"] and "has resumed" in first[1]["content"]  # packaged resume.md
     assert json.loads((work / "runs" / "mine" / "session.json").read_text())["card_path"] == str(cards / "my-card.toml")
