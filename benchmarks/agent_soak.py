@@ -297,15 +297,17 @@ def overhead(marks: list[tuple[int, float, float]], lo: int, hi: int) -> float |
     return ((b[1] - a[1]) - (b[2] - a[2])) / (b[0] - a[0])
 
 
-def true_ratio(fast: Path, slow: Path, seconds: float = 0.3, rounds: int = 24) -> float:
-    """Both builds in this process, timed alternately on the card's data (CPU time): the median ratio."""
+def true_ratio(fast: Path, slow: Path, seconds: float = 0.3, rounds: int = 24,
+               queries: slice = slice(150, 300)) -> float:
+    """Both builds in this process, timed alternately on the card's data (CPU time): the median
+    ratio. `queries` picks the card's query rows to time (default: its held-out slice)."""
     import numpy as np
 
     from vdbbench.agent.harness_worker import load_class
     from vdbbench.datasets import synth
 
-    base, queries = synth.synth_float(3000, 1050, dim=32, seed=7)
-    queries = np.ascontiguousarray(queries[150:300])
+    base, q = synth.synth_float(3000, 1050, dim=32, seed=7)
+    q = np.ascontiguousarray(q[queries])
     idx = {}
     for name, lib in (("fast", fast), ("slow", slow)):
         ix = load_class(str(lib), "fixture_vdb", "IvfIndex")(dim=32)
@@ -319,9 +321,9 @@ def true_ratio(fast: Path, slow: Path, seconds: float = 0.3, rounds: int = 24) -
             n, t = 0, 0.0
             while t < seconds:
                 c0 = time.process_time()
-                idx[name].search(queries, k=10)
+                idx[name].search(q, k=10)
                 t += time.process_time() - c0
-                n += queries.shape[0]
+                n += q.shape[0]
             qps[name] = n / t
         ratios.append(qps["fast"] / qps["slow"])
     return float(np.median(ratios))

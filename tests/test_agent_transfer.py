@@ -17,11 +17,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import agent_soak  # noqa: E402
 
 from vdbbench.agent import final, report
 from vdbbench.agent.journal import read_events
@@ -123,32 +127,9 @@ def test_a_best_that_breaks_recall_only_on_the_transfer_set_is_flagged(session_r
     assert "take(3000)" not in log
 
 
-def _true_ratio(fast: Path, slow: Path, seconds: float = 0.25, rounds: int = 24) -> float:
-    """Both builds in this process, timed alternately on the card's data (CPU time): the median ratio."""
-    from vdbbench.agent.harness_worker import load_class
-    from vdbbench.datasets import synth
-
-    base, queries = synth.synth_float(3000, 1050, dim=32, seed=7)
-    queries = np.ascontiguousarray(queries[-150:])
-    idx = {}
-    for name, lib in (("fast", fast), ("slow", slow)):
-        ix = load_class(str(lib), "fixture_vdb", "IvfIndex")(dim=32)
-        ix.train(base)
-        ix.add(base)
-        idx[name] = ix
-    ratios = []
-    for r in range(rounds):
-        qps = {}
-        for name in (("fast", "slow") if r % 2 == 0 else ("slow", "fast")):
-            n, t = 0, 0.0
-            while t < seconds:
-                c0 = time.process_time()
-                idx[name].search(queries, k=10)
-                t += time.process_time() - c0
-                n += queries.shape[0]
-            qps[name] = n / t
-        ratios.append(qps["fast"] / qps["slow"])
-    return float(np.median(ratios))
+def _true_ratio(fast: Path, slow: Path) -> float:
+    """Both builds in this process, timed alternately on the card's last 150 queries."""
+    return agent_soak.true_ratio(fast, slow, seconds=0.25, queries=slice(-150, None))
 
 
 def test_the_final_measurement_times_the_best_against_the_start_on_every_target(session_run):
