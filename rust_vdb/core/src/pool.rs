@@ -193,9 +193,14 @@ fn claim_helper() -> Option<&'static Helper> {
 /// A caller that waited longer than this, after its own run, for a helper that had started
 /// found it preempted: its core was given to another process for a scheduler slice
 /// (milliseconds). A helper that keeps its core finishes its last list within microseconds of
-/// the caller. A caller whose own wall time exceeds its thread's CPU time by this much was
-/// preempted itself: the machine has more runnable threads than cores.
+/// the caller.
 const STALL: Duration = Duration::from_micros(300);
+/// A caller whose wall time exceeds its thread's CPU time by this much during a shared call
+/// was taken off its core: often by its own helper, woken onto the caller's core while
+/// another process holds the other one, so the two runs take turns instead of sharing.
+/// (Descheduling is what costs this much; interrupts and page faults are counted as CPU time
+/// or take microseconds.)
+const LOST: Duration = Duration::from_micros(50);
 /// Shared calls without a stall that lower the backoff level by one (see `Backoff`).
 const CLEAN_PER_LEVEL: u32 = 64;
 /// After a stall single queries run alone for 2^level ms, at most 2^MAX_LEVEL (about a second).
@@ -351,7 +356,7 @@ pub fn run_shared<R: Send>(helpers: usize, work: &(dyn Fn() -> R + Sync)) -> Vec
         // The caller itself lost its core for a while (another runnable thread took it): on
         // a machine that busy the helper is as likely to be taken off mid-query.
         let lost = match (cpu0, thread_cpu()) {
-            (Some(a), Some(b)) => started.elapsed().saturating_sub(b.saturating_sub(a)) > STALL,
+            (Some(a), Some(b)) => started.elapsed().saturating_sub(b.saturating_sub(a)) > LOST,
             _ => false,
         };
         BACKOFF.record(waited || lost);
