@@ -276,7 +276,9 @@ def test_session_page_loads_and_a_click_shows_the_diff(browser, session_run, tmp
     log = open_page(browser, page)
     assert console_errors(log) == []
     assert network_requests(browser) == []
-    assert drawn_points(browser, "staircase") == len(decs)  # one point per submission
+    finals = [e for e in events if e["type"] == "final"]
+    # one point per submission, and the final measurement's marker when the session has one
+    assert drawn_points(browser, "staircase") == len(decs) + (1 if finals else 0)
 
     def click_iteration(iteration: int) -> str:
         """Click the staircase point of a submission where a user would: at its place on screen."""
