@@ -104,13 +104,20 @@ class FileTools:
         self.ws = ws
         self.card = card
 
-    def list_files(self, path: str = ".") -> ToolResult:
+    def _existing(self, path: str) -> Path | ToolResult:
+        """`path` inside the workspace and present, or the refusal to hand back to the model."""
         try:
             root = resolve_path(self.ws, self.card, path, for_write=False)
         except PathRefused as exc:
             return ToolResult(str(exc), ok=False, refused=True)
         if not root.exists():
             return ToolResult(f"{path!r} does not exist in the workspace", ok=False)
+        return root
+
+    def list_files(self, path: str = ".") -> ToolResult:
+        root = self._existing(path)
+        if isinstance(root, ToolResult):
+            return root
         if root.is_file():
             return ToolResult(self._entry(root))
         lines = []
@@ -169,12 +176,9 @@ class FileTools:
         except re.error as exc:
             return ToolResult(f"{pattern!r} is not a valid regular expression ({exc}); pass regex=false to search for it literally", ok=False)
         if path:
-            try:
-                root = resolve_path(self.ws, self.card, path, for_write=False)
-            except PathRefused as exc:
-                return ToolResult(str(exc), ok=False, refused=True)
-            if not root.exists():
-                return ToolResult(f"{path!r} does not exist in the workspace", ok=False)
+            root = self._existing(path)
+            if isinstance(root, ToolResult):
+                return root
             files = [root] if root.is_file() else list(self._walk(root))
         else:
             files = [f for f in self._walk(self.ws) if self.card.is_editable(f.relative_to(self.ws).as_posix())]
