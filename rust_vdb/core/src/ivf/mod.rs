@@ -8,7 +8,9 @@
 
 mod build;
 mod layout;
+pub mod nibbles;
 mod prescore;
+mod probe;
 mod rerank;
 mod search;
 mod single;

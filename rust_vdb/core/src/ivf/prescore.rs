@@ -2,13 +2,9 @@
 //! codes keeping the best `rerank` candidates, or f16 / f32 vectors keeping the best k), into
 //! one heap per query. One query's own scan, alone or shared between threads, is `single.rs`.
 
-use std::sync::atomic::AtomicU64;
-
-use super::search::Scratch;
-use super::single::SPLIT_MIN_CODES;
+use super::probe::{Probe, RowRef};
 use super::{Ids, IvfIndex, SearchParams, Storage};
 use crate::kernels::{Kernels, TILE_QUERIES};
-use crate::pool;
 use crate::search_stats::SearchStats;
 use crate::topk::Reservoir;
 
@@ -19,18 +15,51 @@ const SEED_ROWS: usize = 96;
 /// How many queries ahead `seed_bounds` prefetches those rows.
 const SEED_AHEAD: usize = 2;
 
+/// The prescore's per-thread buffers, reused across blocks, and what it hands the rerank: per
+/// query of the block, whether its candidates are rescored with f16, and its heap of them.
+#[derive(Default)]
+pub(super) struct Prescore {
+    /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
+    pub qcodes: Vec<u8>,
+    /// Per query (l2): its u8 codes as the lists hold theirs, head dims then tail dims
+    /// (`split`; the codes themselves without a split).
+    pub qsplit: Vec<u8>,
+    pub qscaled: Vec<f32>,
+    pub bias: Vec<f32>,
+    /// Per query of a block: the batch prescore's bound from a few rows of its nearest list
+    /// (`seed_bounds`).
+    pub bounds: Vec<f32>,
+    /// The tails the l2 scan completes (`offer_rows`).
+    pub tails: Tails,
+    pub fbuf: Vec<f32>,
+    pub ubuf: Vec<u32>,
+    /// Row positions the batch prescore's kernel keeps (`ubuf` holds their distances).
+    pub pbuf: Vec<u32>,
+    /// The u8 codes of a query tile (the block's queries that probe one list, side by side).
+    pub qtile: Vec<u8>,
+    /// Per query of the block: whether its u8 candidates are rescored with f16.
+    pub rerank_q: Vec<bool>,
+    /// Per query of the block: the best candidates, payload = where the row lives.
+    pub heaps: Vec<Reservoir<RowRef>>,
+}
+
 impl IvfIndex {
-    /// Readies the block's m queries for the scan: their u8 codes (l2) or step-scaled values
-    /// and offsets (ip, cosine) for a u8+f16 index, whether each is reranked, and its heap.
-    pub(super) fn prepare_prescore(&self, p: &SearchParams, m: usize, s: &mut Scratch) {
+    /// Readies the block's m queries `qblock` for the scan: their u8 codes (l2) or step-scaled
+    /// values and offsets (ip, cosine) for a u8+f16 index, whether each is reranked, and its heap.
+    pub(super) fn prepare_prescore(
+        &self,
+        p: &SearchParams,
+        qblock: &[f32],
+        m: usize,
+        s: &mut Prescore,
+    ) {
         let dim = self.dim;
         let sq = self.sq.as_ref();
         if let (Storage::U8F16, Some(sq)) = (self.storage, sq) {
             if self.metric.is_similarity() {
                 s.qscaled.resize(m * dim, 0.0);
                 s.bias.clear();
-                for (q, sc) in s
-                    .qblock
+                for (q, sc) in qblock
                     .chunks_exact(dim)
                     .zip(s.qscaled.chunks_exact_mut(dim))
                 {
@@ -38,11 +67,7 @@ impl IvfIndex {
                 }
             } else {
                 s.qcodes.resize(m * dim, 0);
-                for (q, c) in s
-                    .qblock
-                    .chunks_exact(dim)
-                    .zip(s.qcodes.chunks_exact_mut(dim))
-                {
+                for (q, c) in qblock.chunks_exact(dim).zip(s.qcodes.chunks_exact_mut(dim)) {
                     sq.encode(q, c);
                 }
                 s.qsplit.resize(m * dim, 0);
@@ -70,7 +95,7 @@ impl IvfIndex {
             let exact = p.rerank_auto
                 && sq.is_some_and(|sq| {
                     sq.is_exact(
-                        &s.qblock[qi * dim..(qi + 1) * dim],
+                        &qblock[qi * dim..(qi + 1) * dim],
                         &s.qcodes[qi * dim..(qi + 1) * dim],
                     )
                 });
@@ -84,63 +109,69 @@ impl IvfIndex {
         }
     }
 
-    /// Scans every probe of `s.probes` into the heaps of its query. With `split` > 1 (a block
-    /// of one query) and at least SPLIT_MIN_CODES vectors to scan, the lists are shared out
-    /// between the calling thread and up to `split` - 1 helper threads (`pool::run_shared`),
-    /// unless `pool::may_share` says a helper stalled a caller lately (the cores are busy).
+    /// The batch prescore: scans every probe of `probes` (sorted by list) into the heaps of
+    /// its query, `qblock` the block's queries and `seeds` each one's nearest list. One
+    /// query's prescore is `prescore_one` (single.rs).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn prescore(
         &self,
         kern: &Kernels,
-        s: &mut Scratch,
-        split: usize,
+        qblock: &[f32],
+        probes: &[Probe],
+        seeds: &[u32],
+        s: &mut Prescore,
         stats: &mut SearchStats,
     ) {
-        let planned: usize = s
-            .probes
-            .iter()
-            .map(|&v| self.lists[(v >> 32) as usize].len())
-            .sum();
+        self.begin_scan(probes, s, stats);
+        if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
+            // A block of queries over u8 codes (l2): the threshold test inside the kernel, and
+            // the queries that probe the same list scored together in tiles.
+            self.scan_block_l2_u8(kern, probes, seeds, s);
+        } else {
+            self.scan_probes(kern, qblock, probes, s);
+        }
+        self.end_scan(s, stats);
+    }
+
+    /// Counts the codes and bytes the scan of `probes` will read and clears the tail counts;
+    /// returns how many vectors the probed lists hold.
+    pub(super) fn begin_scan(
+        &self,
+        probes: &[Probe],
+        s: &mut Prescore,
+        stats: &mut SearchStats,
+    ) -> usize {
+        let planned: usize = probes.iter().map(|v| self.lists[v.list()].len()).sum();
         stats.codes_scanned += planned as u64;
         stats.bytes_scanned += (planned * self.row_bytes()) as u64;
         s.tails.read = 0;
         s.tails.terms_read = 0;
-        if split > 1 && planned >= SPLIT_MIN_CODES && s.probes.len() > 1 && pool::may_share() {
-            let read = AtomicU64::new(0);
-            let parts = self.scan_split(kern, s, split, &read);
-            s.tails.read += read.into_inner();
-            let heap = &mut s.heaps[0];
-            for h in parts.iter().flatten() {
-                if h.score <= heap.threshold() {
-                    heap.push(h.score, h.id, h.payload);
-                }
-            }
-            stats.threads = parts.len() as u64;
-        } else if s.rerank_q.len() > 1
-            && self.storage == Storage::U8F16
-            && !self.metric.is_similarity()
-        {
-            // A block of queries over u8 codes (l2): the threshold test inside the kernel, and
-            // the queries that probe the same list scored together in tiles.
-            self.scan_block_l2_u8(kern, s);
-        } else if self.storage == Storage::U8F16
-            && !self.metric.is_similarity()
-            && s.probes.iter().all(|&v| v & 0xFFFF_FFFF == 0)
-        {
-            self.scan_one_l2_u8(kern, s);
-        } else {
-            let dim = self.dim;
-            for &visit in &s.probes {
-                let li = (visit >> 32) as usize;
-                let qi = (visit & 0xFFFF_FFFF) as usize;
-                let qv = QueryView::of(dim, &s.qblock, &s.qsplit, &s.qscaled, &s.bias, qi);
-                let (heap, ubuf, fbuf, tails) =
-                    (&mut s.heaps[qi], &mut s.ubuf, &mut s.fbuf, &mut s.tails);
-                self.scan_list(kern, li, &qv, heap, ubuf, &mut s.pbuf, fbuf, tails);
-            }
-        }
+        planned
+    }
+
+    /// Counts the tails the scan read (and the bytes of them and their terms).
+    pub(super) fn end_scan(&self, s: &Prescore, stats: &mut SearchStats) {
         let tail = self.dim - self.head_dims();
         stats.tails_read += s.tails.read;
         stats.bytes_scanned += s.tails.read * tail as u64 + s.tails.terms_read * 4;
+    }
+
+    /// Scans each probe's list against its query, one at a time (`scan_list`).
+    pub(super) fn scan_probes(
+        &self,
+        kern: &Kernels,
+        qblock: &[f32],
+        probes: &[Probe],
+        s: &mut Prescore,
+    ) {
+        let dim = self.dim;
+        for &visit in probes {
+            let (li, qi) = (visit.list(), visit.query());
+            let qv = QueryView::of(dim, qblock, &s.qsplit, &s.qscaled, &s.bias, qi);
+            let (heap, ubuf, fbuf, tails) =
+                (&mut s.heaps[qi], &mut s.ubuf, &mut s.fbuf, &mut s.tails);
+            self.scan_list(kern, li, &qv, heap, ubuf, &mut s.pbuf, fbuf, tails);
+        }
     }
 
     /// Offers rows `pos` of list `li`, whose head distances `dist` passed the threshold the
@@ -159,17 +190,16 @@ impl IvfIndex {
         pos: &[u32],
         dist: &[u32],
         bound: f32,
-        heap: &mut Reservoir<u64>,
+        heap: &mut Reservoir<RowRef>,
         tails: &mut Tails,
     ) {
         let list = &self.lists[li];
-        let loc = (li as u64) << 32;
         let mut thr = heap.threshold().min(bound);
         if qtail.is_empty() {
             for (&j, &d) in pos.iter().zip(dist) {
                 let sc = d as f32;
                 if sc <= thr {
-                    heap.push(sc, list.ids.get(j as usize), loc | j as u64);
+                    heap.push(sc, list.ids.get(j as usize), RowRef::new(li, j as usize));
                     thr = heap.threshold().min(bound);
                 }
             }
@@ -210,7 +240,7 @@ impl IvfIndex {
         for (&j, &d) in tails.rows.iter().zip(&tails.out) {
             let sc = d as f32;
             if sc <= thr {
-                heap.push(sc, list.ids.get(j as usize), loc | j as u64);
+                heap.push(sc, list.ids.get(j as usize), RowRef::new(li, j as usize));
                 thr = heap.threshold().min(bound);
             }
         }
@@ -237,7 +267,7 @@ impl IvfIndex {
         kern: &Kernels,
         li: usize,
         qv: &QueryView,
-        heap: &mut Reservoir<u64>,
+        heap: &mut Reservoir<RowRef>,
         ubuf: &mut Vec<u32>,
         pbuf: &mut Vec<u32>,
         fbuf: &mut Vec<f32>,
@@ -248,7 +278,6 @@ impl IvfIndex {
         if n == 0 {
             return;
         }
-        let loc = (li as u64) << 32;
         match (self.storage, self.metric.is_similarity()) {
             (Storage::U8F16, false) => {
                 if pbuf.len() < n {
@@ -265,7 +294,7 @@ impl IvfIndex {
                 for (j, &v) in out.iter().enumerate() {
                     let sc = -(qv.bias + v);
                     if sc <= thr {
-                        heap.push(sc, list.ids.get(j), loc | j as u64);
+                        heap.push(sc, list.ids.get(j), RowRef::new(li, j));
                         thr = heap.threshold();
                     }
                 }
@@ -280,7 +309,7 @@ impl IvfIndex {
                     (_, false) => (kern.l2_f32_f16_batch)(q, &list.vf16, out),
                     (_, true) => (kern.dot_f32_f16_batch)(q, &list.vf16, out),
                 }
-                push_all(heap, out, &list.ids, loc, sim);
+                push_all(heap, out, &list.ids, li, sim);
             }
         }
     }
@@ -294,25 +323,21 @@ impl IvfIndex {
     /// `scan_list_below` (heads first, then the tails of the rows that pass). Each
     /// query's heap sees the same rows in the same order either way, so results do not depend
     /// on the grouping.
-    fn scan_block_l2_u8(&self, kern: &Kernels, s: &mut Scratch) {
+    fn scan_block_l2_u8(&self, kern: &Kernels, probes: &[Probe], seeds: &[u32], s: &mut Prescore) {
         let dim = self.dim;
         let longest = self.lists.iter().map(|l| l.len()).max().unwrap_or(0);
         s.ubuf.resize(TILE_QUERIES * longest, 0);
         s.pbuf.resize(TILE_QUERIES * longest, 0);
         s.qtile.resize(TILE_QUERIES * dim, 0);
-        self.seed_bounds(kern, s);
-        let probes = &s.probes;
+        self.seed_bounds(kern, seeds, s);
         let mut i = 0;
         while i < probes.len() {
-            let li = (probes[i] >> 32) as usize;
-            let run = probes[i..]
-                .iter()
-                .take_while(|&&v| (v >> 32) as usize == li)
-                .count();
+            let li = probes[i].list();
+            let run = probes[i..].iter().take_while(|v| v.list() == li).count();
             for tile in probes[i..i + run].chunks(TILE_QUERIES) {
                 if tile.len() < kern.tile_min_queries {
                     for &visit in tile {
-                        let qi = (visit & 0xFFFF_FFFF) as usize;
+                        let qi = visit.query();
                         let qcode = &s.qsplit[qi * dim..(qi + 1) * dim];
                         let heap = &mut s.heaps[qi];
                         let (p, u, t) = (&mut s.pbuf, &mut s.ubuf, &mut s.tails);
@@ -327,7 +352,7 @@ impl IvfIndex {
                 let nq = tile.len();
                 let mut thrs = [0f32; TILE_QUERIES];
                 for (j, &visit) in tile.iter().enumerate() {
-                    let qi = (visit & 0xFFFF_FFFF) as usize;
+                    let qi = visit.query();
                     s.qtile[j * dim..(j + 1) * dim]
                         .copy_from_slice(&s.qsplit[qi * dim..(qi + 1) * dim]);
                     thrs[j] = s.heaps[qi].threshold().min(s.bounds[qi]);
@@ -348,7 +373,6 @@ impl IvfIndex {
                     &mut s.ubuf,
                     &mut counts,
                 );
-                let loc = (li as u64) << 32;
                 // The ids of the rows that passed, asked for before any is read: the loop
                 // below reads one per row it pushes, and each would otherwise wait a DRAM
                 // latency on its own behind the compare's mispredicted branches.
@@ -358,7 +382,7 @@ impl IvfIndex {
                     }
                 }
                 for (j, &visit) in tile.iter().enumerate() {
-                    let qi = (visit & 0xFFFF_FFFF) as usize;
+                    let qi = visit.query();
                     let (heap, bound) = (&mut s.heaps[qi], s.bounds[qi]);
                     let out = j * n..j * n + counts[j] as usize;
                     // each kept row tested again as the heap's threshold tightens, as in
@@ -367,7 +391,7 @@ impl IvfIndex {
                     for (&r, &d) in s.pbuf[out.clone()].iter().zip(&s.ubuf[out]) {
                         let sc = d as f32;
                         if sc <= thr {
-                            heap.push(sc, list.ids.get(r as usize), loc | r as u64);
+                            heap.push(sc, list.ids.get(r as usize), RowRef::new(li, r as usize));
                             thr = heap.threshold().min(bound);
                         }
                     }
@@ -377,23 +401,23 @@ impl IvfIndex {
         }
     }
 
-    /// Per query of the block, a bound on its k-th best u8 distance (`s.bounds`; +inf where
+    /// Per query of the block (`seeds`: its nearest list), a bound on its k-th best u8
+    /// distance (`s.bounds`; +inf where
     /// there is none): the k-th smallest distance among the first `SEED_ROWS` rows of its
     /// nearest list. Those rows are among the ones its search scans, so at least k of its
     /// candidates lie at or under the bound, and no row above it can be among its k best. The
     /// tiles test rows against the bound until the query's heap has a tighter threshold of
     /// its own: in list order its first lists are mostly far ones, and with no bound every
     /// row of the first would pass (half of all the rows the tiles handed back at 1M).
-    fn seed_bounds(&self, kern: &Kernels, s: &mut Scratch) {
+    fn seed_bounds(&self, kern: &Kernels, seeds: &[u32], s: &mut Prescore) {
         let dim = self.dim;
         let (h, t) = (self.head_dims(), dim - self.head_dims());
         s.bounds.clear();
         let mut d = [0u32; SEED_ROWS];
         let mut dt = [0u32; SEED_ROWS];
-        for (qi, &li) in s.seeds.iter().enumerate() {
+        for (qi, &li) in seeds.iter().enumerate() {
             // the rows of a query a few ahead, asked for while this one's are scored
-            if let Some(l) = s
-                .seeds
+            if let Some(l) = seeds
                 .get(qi + SEED_AHEAD)
                 .and_then(|&a| self.lists.get(a as usize))
             {
@@ -433,7 +457,7 @@ impl IvfIndex {
         kern: &Kernels,
         li: usize,
         qcode: &[u8],
-        heap: &mut Reservoir<u64>,
+        heap: &mut Reservoir<RowRef>,
         pos: &mut [u32],
         dist: &mut [u32],
         tails: &mut Tails,
@@ -467,7 +491,7 @@ impl IvfIndex {
 /// Buffers of `IvfIndex::offer_rows`: the rows whose tails it completes, their head
 /// distances and the tails' distances; and how many tails the current search read.
 #[derive(Default)]
-pub(crate) struct Tails {
+pub(super) struct Tails {
     rows: Vec<u32>,
     head: Vec<u32>,
     out: Vec<u32>,
@@ -506,12 +530,12 @@ impl<'a> QueryView<'a> {
 
 /// Pushes a list's scores into the heap, skipping those that cannot enter.
 #[inline]
-fn push_all(heap: &mut Reservoir<u64>, scores: &[f32], ids: &Ids, loc: u64, negate: bool) {
+fn push_all(heap: &mut Reservoir<RowRef>, scores: &[f32], ids: &Ids, li: usize, negate: bool) {
     let mut thr = heap.threshold();
     for (j, &v) in scores.iter().enumerate() {
         let sc = if negate { -v } else { v };
         if sc <= thr {
-            heap.push(sc, ids.get(j), loc | j as u64);
+            heap.push(sc, ids.get(j), RowRef::new(li, j));
             thr = heap.threshold();
         }
     }

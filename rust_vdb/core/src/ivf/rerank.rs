@@ -1,26 +1,39 @@
 //! The last stage of a search: each query's candidates rescored with their f16 vectors (or
 //! their u8 distances decoded), cut to the best k and written out.
 
-use super::search::Scratch;
+use super::probe::RowRef;
 use super::{IvfIndex, SearchParams, Storage};
 use crate::flat::write_row;
 use crate::kernels::Kernels;
 use crate::search_stats::SearchStats;
+use crate::topk::{Hit, Reservoir, TopK};
 
 /// Rerank reads this many candidates ahead (about 4 ahead hides most of the random f16 reads).
 const RERANK_PREFETCH: usize = 4;
 
+/// The rerank's per-thread buffers: one query's candidates best first, its k best, and
+/// those best first.
+#[derive(Default)]
+pub(super) struct RerankBufs {
+    best: TopK<()>,
+    cand_sorted: Vec<Hit<RowRef>>,
+    best_sorted: Vec<Hit<()>>,
+}
+
 impl IvfIndex {
-    /// Writes the k best of each of the block's m queries to `out_d` / `out_i` (m * k each):
-    /// queries marked in `s.rerank_q` rescore their candidates with f16, the others keep
-    /// their prescore (u8 distances scaled back, or the f16 / f32 scores themselves).
+    /// Writes the k best of each of the block's queries `qblock` to `out_d` / `out_i` (k per
+    /// query) from the prescore's `heaps`: queries marked in `rerank_q` rescore their
+    /// candidates with f16, the others keep their prescore (u8 distances scaled back, or the
+    /// f16 / f32 scores themselves).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rerank_topk(
         &self,
         kern: &Kernels,
         p: &SearchParams,
-        m: usize,
-        s: &mut Scratch,
+        qblock: &[f32],
+        heaps: &mut [Reservoir<RowRef>],
+        rerank_q: &[bool],
+        s: &mut RerankBufs,
         out_d: &mut [f32],
         out_i: &mut [i64],
         stats: &mut SearchStats,
@@ -31,17 +44,16 @@ impl IvfIndex {
             (Storage::U8F16, Some(sq)) if !sim => sq.l2_scale(),
             _ => 1.0,
         };
-        for qi in 0..m {
-            s.heaps[qi].drain_sorted(&mut s.cand_sorted);
+        for (qi, (heap, &rerank)) in heaps.iter_mut().zip(rerank_q).enumerate() {
+            heap.drain_sorted(&mut s.cand_sorted);
             s.best.reset(k);
-            if s.rerank_q[qi] {
+            if rerank {
                 // Rescore in storage order (list, row): neighbouring rows, fewer misses.
                 s.cand_sorted.sort_unstable_by_key(|h| h.payload);
-                let q = &s.qblock[qi * dim..(qi + 1) * dim];
-                let row_of = |payload: u64| {
-                    let list = &self.lists[(payload >> 32) as usize];
-                    let j = (payload & 0xFFFF_FFFF) as usize;
-                    &list.vf16[j * dim..(j + 1) * dim]
+                let q = &qblock[qi * dim..(qi + 1) * dim];
+                let row_of = |at: RowRef| {
+                    let j = at.row();
+                    &self.lists[at.list()].vf16[j * dim..(j + 1) * dim]
                 };
                 for (ci, h) in s.cand_sorted.iter().enumerate() {
                     // The reads are scattered: ask for a row a few candidates ahead.

@@ -7,6 +7,10 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
+use super::prescore::Prescore;
+use super::probe::Probe;
+use super::rerank::RerankBufs;
+use super::single::ScanBufs;
 use super::{IvfIndex, SearchParams};
 use crate::error::{each_interrupt_chunk, Interrupt, Result, INTERRUPT_EVERY};
 use crate::kernels::{kernels, Kernels, TILE_QUERIES};
@@ -14,7 +18,6 @@ use crate::metric::{normalize_rows, Metric};
 use crate::pool;
 use crate::route::{self, SuperRouting, ROUTE_BLOCK};
 use crate::search_stats::SearchStats;
-use crate::topk::{Hit, Reservoir, TopK};
 use crate::validate;
 
 /// Queries searched together by one task: the lists they share are scanned back to back.
@@ -27,47 +30,28 @@ const SCAN_BLOCK: usize = 1024;
 const ROUTE_TILE_MIN: usize = 4;
 
 /// Per-thread buffers reused across queries and calls: a search allocates nothing per query.
+/// Routing's are here; the prescore and the rerank own theirs (`pre`, `fin`).
 #[derive(Default)]
-pub(super) struct Scratch {
+struct Scratch {
     /// The block's (normalised) queries, and inner products of a sub-block with every centroid.
-    pub qblock: Vec<f32>,
-    pub dots: Vec<f32>,
-    pub order: Vec<(f32, u32)>,
+    qblock: Vec<f32>,
+    dots: Vec<f32>,
+    order: Vec<(f32, u32)>,
     /// Two-level routing's buffers.
-    pub route: route::RouteBufs,
-    /// (list << 32 | query) for every probe of the block in visiting order: sorted, or for a
-    /// block of one query nearest list first.
-    pub probes: Vec<u64>,
+    route: route::RouteBufs,
+    /// Every probe of the block in visiting order: sorted, or for a block of one query
+    /// nearest list first.
+    probes: Vec<Probe>,
     /// The counting sort of `probes`: where each list's probes start, and the sorted copy.
-    pub list_starts: Vec<u32>,
-    pub probes_tmp: Vec<u64>,
-    /// Per query of a block: its nearest list (`u32::MAX`: none), and the batch prescore's
-    /// bound from a few of that list's rows (`prescore::seed_bounds`).
-    pub seeds: Vec<u32>,
-    pub bounds: Vec<f32>,
-    /// Per query: u8 codes (l2) or step-scaled values and offset term (ip) for the prescore.
-    pub qcodes: Vec<u8>,
-    /// Per query (l2): its u8 codes as the lists hold theirs, head dims then tail dims
-    /// (`split`; the codes themselves without a split).
-    pub qsplit: Vec<u8>,
-    /// The tails the l2 scan completes (`prescore::Tails`), and one query's list scan's.
-    pub tails: super::prescore::Tails,
-    pub scan: super::single::ScanBufs,
-    /// Per query of the block: whether its u8 candidates are rescored with f16.
-    pub rerank_q: Vec<bool>,
-    pub qscaled: Vec<f32>,
-    pub bias: Vec<f32>,
-    pub fbuf: Vec<f32>,
-    pub ubuf: Vec<u32>,
-    /// Row positions the batch prescore's kernel keeps (`ubuf` holds their distances).
-    pub pbuf: Vec<u32>,
-    /// The u8 codes of a query tile (the block's queries that probe one list, side by side).
-    pub qtile: Vec<u8>,
-    /// Per query of the block: the best candidates, payload = (list << 32 | row).
-    pub heaps: Vec<Reservoir<u64>>,
-    pub best: TopK<()>,
-    pub cand_sorted: Vec<Hit<u64>>,
-    pub best_sorted: Vec<Hit<()>>,
+    list_starts: Vec<u32>,
+    probes_tmp: Vec<Probe>,
+    /// Per query of a block: its nearest list (`u32::MAX`: none).
+    seeds: Vec<u32>,
+    /// The prescore's buffers and its candidates (one heap per query); one query's list scan's.
+    pre: Prescore,
+    one: ScanBufs,
+    /// The rerank's.
+    fin: RerankBufs,
 }
 
 thread_local! {
@@ -163,7 +147,7 @@ impl IvfIndex {
     /// Results do not depend on the visiting order (the heaps order hits by score, then id).
     ///
     /// A block of one query with `split_threads` > 1 shares its lists' scan with up to
-    /// `split_threads` - 1 helper threads (see `prescore`).
+    /// `split_threads` - 1 helper threads (see `prescore_one`).
     fn search_block(
         &self,
         qs: &[f32],
@@ -186,15 +170,33 @@ impl IvfIndex {
             stats.lists_probed += (m * p.nprobe) as u64;
             stats.nq += m as u64;
 
-            self.prepare_prescore(p, m, s);
-            let split = if m == 1 { split_threads } else { 1 };
-            self.prescore(kern, s, split, &mut stats);
+            self.prepare_prescore(p, &s.qblock, m, &mut s.pre);
+            if m == 1 {
+                let one = &mut s.one;
+                self.prescore_one(
+                    kern,
+                    &s.qblock,
+                    &s.probes,
+                    &mut s.pre,
+                    one,
+                    split_threads,
+                    &mut stats,
+                );
+            } else {
+                self.prescore(kern, &s.qblock, &s.probes, &s.seeds, &mut s.pre, &mut stats);
+            }
             let t2 = Instant::now();
             stats.prescore_s += (t2 - t1).as_secs_f64();
 
-            self.rerank_topk(kern, p, m, s, out_d, out_i, &mut stats);
+            let Prescore {
+                heaps, rerank_q, ..
+            } = &mut s.pre;
+            let (heaps, rerank_q) = (&mut heaps[..m], &rerank_q[..m]);
+            self.rerank_topk(
+                kern, p, &s.qblock, heaps, rerank_q, &mut s.fin, out_d, out_i, &mut stats,
+            );
             let t3 = Instant::now();
-            if s.rerank_q[..m].iter().any(|&r| r) {
+            if rerank_q.iter().any(|&r| r) {
                 stats.rerank_s += (t3 - t2).as_secs_f64();
             } else {
                 stats.topk_s += (t3 - t2).as_secs_f64();
@@ -204,7 +206,7 @@ impl IvfIndex {
     }
 
     /// Routing: copies the block's queries into `s.qblock` (normalised for cosine) and fills
-    /// `s.probes` with every (list << 32 | query) probe, sorted so that each list's queries
+    /// `s.probes` with every probe, sorted so that each list's queries
     /// follow one another (a block of one query: nearest list first). Two-level routing goes query by query; flat routing scores every
     /// centroid with a matrix product per sub-block of `ROUTE_BLOCK` queries.
     fn route_block(
@@ -245,8 +247,8 @@ impl IvfIndex {
                         |j, lists, done| {
                             seen.centroids_scored += done.scored as u64;
                             seen.bytes_scanned += done.bytes as u64;
-                            let qi = (ti * TILE_QUERIES + j) as u64;
-                            probes.extend(lists.iter().map(|&(_, li)| ((li as u64) << 32) | qi));
+                            let qi = ti * TILE_QUERIES + j;
+                            probes.extend(lists.iter().map(|&(_, li)| Probe::new(li as usize, qi)));
                         },
                     );
                 }
@@ -255,11 +257,8 @@ impl IvfIndex {
                     let done = r.route(kern, q, nprobe, want, sim, &mut s.route, &mut s.order);
                     stats.centroids_scored += done.scored as u64;
                     stats.bytes_scanned += done.bytes as u64;
-                    s.probes.extend(
-                        s.order
-                            .iter()
-                            .map(|&(_, li)| ((li as u64) << 32) | qi as u64),
-                    );
+                    s.probes
+                        .extend(s.order.iter().map(|&(_, li)| Probe::new(li as usize, qi)));
                 }
             }
         } else {
@@ -279,9 +278,9 @@ impl IvfIndex {
                 for qi in 0..mb {
                     let dots = &s.dots[qi * nlist..(qi + 1) * nlist];
                     route::select_lists(dots, &self.cnorms, sim, nprobe, &mut s.order);
-                    let q = (bi * ROUTE_BLOCK + qi) as u64;
+                    let q = bi * ROUTE_BLOCK + qi;
                     s.probes
-                        .extend(s.order.iter().map(|&(_, li)| ((li as u64) << 32) | q));
+                        .extend(s.order.iter().map(|&(_, li)| Probe::new(li as usize, q)));
                 }
             }
             stats.centroids_scored += (m * nlist) as u64;
@@ -298,26 +297,26 @@ impl IvfIndex {
     }
 }
 
-/// Sorts (list << 32 | query) probes. They arrive in query order, so placing them by list in
+/// Sorts probes by list, then query. They arrive in query order, so placing them by list in
 /// arrival order (a counting sort over the `nlist` lists, linear in the probes) gives the
 /// sorted order; a block too small to pay for the nlist counters sorts by comparison.
-fn sort_probes(probes: &mut Vec<u64>, nlist: usize, starts: &mut Vec<u32>, tmp: &mut Vec<u64>) {
-    if probes.len() < nlist || probes.windows(2).any(|w| (w[0] as u32) > (w[1] as u32)) {
+fn sort_probes(probes: &mut Vec<Probe>, nlist: usize, starts: &mut Vec<u32>, tmp: &mut Vec<Probe>) {
+    if probes.len() < nlist || probes.windows(2).any(|w| w[0].query() > w[1].query()) {
         probes.sort_unstable();
         return;
     }
     starts.clear();
     starts.resize(nlist + 1, 0);
     for &v in probes.iter() {
-        starts[(v >> 32) as usize + 1] += 1;
+        starts[v.list() + 1] += 1;
     }
     for i in 0..nlist {
         starts[i + 1] += starts[i];
     }
     tmp.clear();
-    tmp.resize(probes.len(), 0);
+    tmp.resize(probes.len(), Probe::default());
     for &v in probes.iter() {
-        let at = &mut starts[(v >> 32) as usize];
+        let at = &mut starts[v.list()];
         tmp[*at as usize] = v;
         *at += 1;
     }
@@ -326,14 +325,14 @@ fn sort_probes(probes: &mut Vec<u64>, nlist: usize, starts: &mut Vec<u32>, tmp: 
 
 /// Each query's nearest list into `seeds` (indexed by query; `u32::MAX` for a query with no
 /// probe): the first of its probes, which arrive query by query, best first.
-fn nearest_lists(probes: &[u64], m: usize, seeds: &mut Vec<u32>) {
+fn nearest_lists(probes: &[Probe], m: usize, seeds: &mut Vec<u32>) {
     seeds.clear();
     seeds.resize(m, u32::MAX);
     let mut last = None;
     for &v in probes {
-        let q = v as u32;
+        let q = v.query();
         if last != Some(q) {
-            seeds[q as usize] = (v >> 32) as u32;
+            seeds[q] = v.list() as u32;
             last = Some(q);
         }
     }
@@ -342,6 +341,7 @@ fn nearest_lists(probes: &[u64], m: usize, seeds: &mut Vec<u32>) {
 #[cfg(test)]
 mod tests {
     use super::sort_probes;
+    use crate::ivf::probe::Probe;
 
     #[test]
     fn probes_sort_by_list_then_query_either_way() {
@@ -353,9 +353,9 @@ mod tests {
             (300, 5, 64),
         ] {
             let mut probes = Vec::new();
-            for q in 0..nq as u64 {
+            for q in 0..nq {
                 for _ in 0..per {
-                    probes.push(((rng.below(nlist) as u64) << 32) | q);
+                    probes.push(Probe::new(rng.below(nlist), q));
                 }
             }
             let mut want = probes.clone();

@@ -1,19 +1,20 @@
-//! One query's scan: its lists nearest first, `CHUNK_ROWS` rows at a time behind a prefetch
+//! One query's prescore (`prescore_one`): its lists nearest first, `CHUNK_ROWS` rows at a time behind a prefetch
 //! cursor (`Ahead`), the rows whose heads pass completed with their tails (`offer_rows`); and
 //! the same scan shared between the calling thread and helper threads (`scan_split`).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::prescore::{QueryView, Tails};
-use super::search::Scratch;
+use super::prescore::{Prescore, QueryView, Tails};
+use super::probe::{Probe, RowRef};
 use super::{IvfIndex, Storage};
 use crate::kernels::Kernels;
 use crate::pool;
-use crate::topk::Reservoir;
+use crate::search_stats::SearchStats;
+use crate::topk::{Hit, Reservoir};
 
 /// A single query searched with several threads splits its scan across them only when its
 /// probed lists hold at least this many vectors (below, the hand-off costs more than it saves).
-pub(super) const SPLIT_MIN_CODES: usize = 2048;
+const SPLIT_MIN_CODES: usize = 2048;
 /// A single query's u8 l2 scan scores its lists this many rows at a time ...
 const CHUNK_ROWS: usize = 16;
 /// ... with the prefetch cursor this many rows ahead (8 KiB of codes at dim 128): far enough
@@ -21,6 +22,42 @@ const CHUNK_ROWS: usize = 16;
 const AHEAD_ROWS: usize = 64;
 
 impl IvfIndex {
+    /// Scans the lists of one query's `probes` (nearest first) into its heap, `qblock` the
+    /// query. With `split` > 1 and at least SPLIT_MIN_CODES vectors to scan, the lists are
+    /// shared out between the calling thread and up to `split` - 1 helper threads
+    /// (`scan_split`), unless `pool::may_share` says a helper stalled a caller lately (the
+    /// cores are busy).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn prescore_one(
+        &self,
+        kern: &Kernels,
+        qblock: &[f32],
+        probes: &[Probe],
+        s: &mut Prescore,
+        bufs: &mut ScanBufs,
+        split: usize,
+        stats: &mut SearchStats,
+    ) {
+        let planned = self.begin_scan(probes, s, stats);
+        if split > 1 && planned >= SPLIT_MIN_CODES && probes.len() > 1 && pool::may_share() {
+            let read = AtomicU64::new(0);
+            let parts = self.scan_split(kern, qblock, probes, s, split, &read);
+            s.tails.read += read.into_inner();
+            let heap = &mut s.heaps[0];
+            for h in parts.iter().flatten() {
+                if h.score <= heap.threshold() {
+                    heap.push(h.score, h.id, h.payload);
+                }
+            }
+            stats.threads = parts.len() as u64;
+        } else if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
+            self.scan_one_l2_u8(kern, probes, s, bufs);
+        } else {
+            self.scan_probes(kern, qblock, probes, s);
+        }
+        self.end_scan(s, stats);
+    }
+
     /// One query, several threads: each scans a share of its lists into a heap of its own;
     /// the union's best are the same hits a single heap keeps (hits are ordered by score,
     /// then id). Returns each run's hits.
@@ -34,13 +71,14 @@ impl IvfIndex {
     pub(super) fn scan_split(
         &self,
         kern: &Kernels,
-        s: &Scratch,
+        qblock: &[f32],
+        probes: &[Probe],
+        s: &Prescore,
         split: usize,
         tails_read: &AtomicU64,
-    ) -> Vec<Vec<crate::topk::Hit<u64>>> {
-        let qv = QueryView::of(self.dim, &s.qblock, &s.qsplit, &s.qscaled, &s.bias, 0);
+    ) -> Vec<Vec<Hit<RowRef>>> {
+        let qv = QueryView::of(self.dim, qblock, &s.qsplit, &s.qscaled, &s.bias, 0);
         let cap = s.heaps[0].k();
-        let probes = &s.probes;
         let claims = Claims::new(probes.len());
         let bound = SharedBound::new();
         let caller = std::thread::current().id();
@@ -80,7 +118,7 @@ impl IvfIndex {
                         ..
                     } = &mut *bufs;
                     while let Some(i) = take() {
-                        let li = (probes[i] >> 32) as usize;
+                        let li = probes[i].list();
                         self.scan_list(kern, li, &qv, heap, ubuf, pbuf, fbuf, tails);
                     }
                 }
@@ -93,26 +131,23 @@ impl IvfIndex {
     }
 
     /// One query's u8 l2 scan over all its probed lists (`scan_l2_u8_lists`, in order).
-    pub(super) fn scan_one_l2_u8(&self, kern: &Kernels, s: &mut Scratch) {
+    fn scan_one_l2_u8(
+        &self,
+        kern: &Kernels,
+        probes: &[Probe],
+        s: &mut Prescore,
+        bufs: &mut ScanBufs,
+    ) {
         let qcode = &s.qsplit[..self.dim];
         let mut i = 0;
         let take = || {
             i += 1;
-            Some(i - 1).filter(|&i| i < s.probes.len())
+            Some(i - 1).filter(|&i| i < probes.len())
         };
-        let (heap, scan) = (&mut s.heaps[0], &mut s.scan);
-        self.scan_l2_u8_lists(
-            kern,
-            qcode,
-            &s.probes,
-            take,
-            Order::Forward,
-            None,
-            heap,
-            scan,
-        );
-        s.tails.read += s.scan.tails.read;
-        s.scan.tails.read = 0;
+        let heap = &mut s.heaps[0];
+        self.scan_l2_u8_lists(kern, qcode, probes, take, Order::Forward, None, heap, bufs);
+        s.tails.read += bufs.tails.read;
+        bufs.tails.read = 0;
     }
 
     /// Scans the lists of the probes `take` hands out (indexes into `probes`, in `order`) for
@@ -131,11 +166,11 @@ impl IvfIndex {
         &self,
         kern: &Kernels,
         qcode: &[u8],
-        probes: &[u64],
+        probes: &[Probe],
         mut take: impl FnMut() -> Option<usize>,
         order: Order,
         shared: Option<&SharedBound>,
-        heap: &mut Reservoir<u64>,
+        heap: &mut Reservoir<RowRef>,
         bufs: &mut ScanBufs,
     ) {
         let h = self.head_dims();
@@ -143,7 +178,7 @@ impl IvfIndex {
         let mut ahead: Option<Ahead> = None;
         let mut last = None;
         while let Some(i) = take() {
-            let li = (probes[i] >> 32) as usize;
+            let li = probes[i].list();
             if ahead.is_none() || last.and_then(|l| order.next(l)) != Some(i) {
                 ahead = Some(Ahead::at(&self.lists, probes, i, order, h));
             }
@@ -214,7 +249,7 @@ thread_local! {
 /// A run's heap and buffers in `scan_split`.
 #[derive(Default)]
 struct SplitBufs {
-    heap: Reservoir<u64>,
+    heap: Reservoir<RowRef>,
     scan: ScanBufs,
     ubuf: Vec<u32>,
     pbuf: Vec<u32>,
@@ -300,7 +335,7 @@ impl Order {
 /// Buffers of `IvfIndex::scan_l2_u8_lists`: the passing rows (positions, head distances) of
 /// the list being scanned, and `offer_rows`' buffers.
 #[derive(Default)]
-pub(crate) struct ScanBufs {
+pub(super) struct ScanBufs {
     rows: (Vec<u32>, Vec<u32>),
     pub tails: Tails,
 }
@@ -310,7 +345,7 @@ pub(crate) struct ScanBufs {
 /// hints the lines of the next rows after it to the cache.
 struct Ahead<'a> {
     lists: &'a [super::InvList],
-    probes: &'a [u64],
+    probes: &'a [Probe],
     order: Order,
     /// The next row to prefetch: row `row` of the list of `probes[p]` (None: past the last).
     p: Option<usize>,
@@ -322,7 +357,7 @@ impl<'a> Ahead<'a> {
     /// A cursor at the start of `probes[p]`, already `AHEAD_ROWS` rows ahead of it.
     fn at(
         lists: &'a [super::InvList],
-        probes: &'a [u64],
+        probes: &'a [Probe],
         p: usize,
         order: Order,
         dim: usize,
@@ -345,7 +380,7 @@ impl<'a> Ahead<'a> {
             let Some(&probe) = self.p.and_then(|p| self.probes.get(p)) else {
                 return;
             };
-            let list = &self.lists[(probe >> 32) as usize];
+            let list = &self.lists[probe.list()];
             let n = list.len();
             let take = rows.min(n - self.row);
             if take > 0 {
