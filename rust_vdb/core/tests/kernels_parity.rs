@@ -949,3 +949,71 @@ fn u8_tile_below_over_head_and_tail_blocks_equals_whole_rows() {
         }
     }
 }
+
+#[test]
+fn nib_lb_below_equals_the_scalar_twin_and_a_plain_sum() {
+    // The 4-bit filter (`ivf::nibbles`): random tables (including saturating entries), random
+    // nibble blocks, thresholds at none / all / a median / exactly a sum, 1..9 queries (the
+    // AVX2 kernel takes them four at a time), every table against a plain reference.
+    let mut rng = Rng(31);
+    let mut tables = simd_tables();
+    tables.insert(0, &SCALAR);
+    for groups in [1usize, 2, 3, 32, 64, 257] {
+        for nb in [0usize, 1, 2, 5] {
+            let blocks = rng.u8s(nb * groups * 64);
+            for nq in [1usize, 2, 3, 4, 5, 9] {
+                let tabs: Vec<Vec<u8>> = (0..nq)
+                    .map(|j| {
+                        (0..groups * 64)
+                            .map(|_| {
+                                let v = rng.u8();
+                                if j % 2 == 0 { v } else { v / 8 }
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let sum_of = |t: &[u8], b: usize, r: usize| -> u32 {
+                    (0..groups)
+                        .map(|g| {
+                            let blk = &blocks[b * groups * 64..];
+                            let (c0, c1) = (blk[g * 64 + r] as usize, blk[g * 64 + 32 + r] as usize);
+                            let s = t[g * 64 + (c0 & 15)] as u32
+                                + t[g * 64 + 16 + (c0 >> 4)] as u32
+                                + t[g * 64 + 32 + (c1 & 15)] as u32
+                                + t[g * 64 + 48 + (c1 >> 4)] as u32;
+                            s.min(255)
+                        })
+                        .sum()
+                };
+                let thrs: Vec<u16> = (0..nq)
+                    .map(|j| match j % 4 {
+                        0 => 0,
+                        1 => u16::MAX,
+                        2 if nb > 0 => sum_of(&tabs[j], 0, 7) as u16,
+                        _ => (groups * 255 / 3) as u16,
+                    })
+                    .collect();
+                let want: Vec<u32> = (0..nq)
+                    .flat_map(|j| (0..nb).map(move |b| (j, b)))
+                    .map(|(j, b)| {
+                        (0..32)
+                            .filter(|&r| sum_of(&tabs[j], b, r) <= thrs[j] as u32)
+                            .fold(0u32, |m, r| m | 1 << r)
+                    })
+                    .collect();
+                let refs: Vec<&[u8]> = tabs.iter().map(|t| t.as_slice()).collect();
+                for k in &tables {
+                    let mut masks = vec![0xDEAD_BEEFu32; nq * nb + 1];
+                    (k.nib_lb_below)(&refs, &thrs, &blocks, &mut masks);
+                    assert_eq!(
+                        &masks[..nq * nb],
+                        &want[..],
+                        "nib_lb_below({}) groups {groups} blocks {nb} queries {nq}",
+                        k.name
+                    );
+                    assert_eq!(masks[nq * nb], 0xDEAD_BEEF, "wrote past the masks");
+                }
+            }
+        }
+    }
+}
