@@ -44,10 +44,10 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, help="override the card's eval_timeout_s (a loaded machine builds slowly)")
     args = ap.parse_args(argv)
 
-    from vdbbench.agent.eval_data import make_eval_data
-    from vdbbench.agent.evaluator import Evaluator
-    from vdbbench.agent.judge import SequentialTest
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core.task import load_task
+    from vdbbench.agent.evaluation.eval_data import make_eval_data
+    from vdbbench.agent.evaluation.evaluator import Evaluator
+    from vdbbench.agent.evaluation.judge import SequentialTest
     from vdbbench.bench.results import cpu_model
 
     card = load_task(args.card)

@@ -303,7 +303,7 @@ def true_ratio(fast: Path, slow: Path, seconds: float = 0.3, rounds: int = 24,
     ratio. `queries` picks the card's query rows to time (default: its held-out slice)."""
     import numpy as np
 
-    from vdbbench.agent.harness_worker import load_class
+    from vdbbench.agent.evaluation.harness_worker import load_class
     from vdbbench.datasets import synth
 
     base, q = synth.synth_float(3000, 1050, dim=32, seed=7)
@@ -358,8 +358,8 @@ def chromium_load(page: Path) -> dict:
 def run(submissions: int, work: Path, seed: int = 0, repeat_seconds: float = 0.1, max_pairs: int = 16,
         final_seconds: float = 60.0, say=print, keep_best: bool = False) -> dict:
     """The whole soak; returns its figures (see the module docstring)."""
-    from vdbbench.agent import workspace as wsp
-    from vdbbench.agent.evaluator import Evaluator
+    from vdbbench.agent.core import workspace as wsp
+    from vdbbench.agent.evaluation.evaluator import Evaluator
 
     clock = Clock()
     for owner, name in ((Evaluator, "run"), (Evaluator, "interleaved"), (Evaluator, "recall_of"),
@@ -372,11 +372,11 @@ def run(submissions: int, work: Path, seed: int = 0, repeat_seconds: float = 0.1
 
 
 def _run(submissions, work, seed, repeat_seconds, max_pairs, final_seconds, say, clock, keep_best) -> dict:
-    from vdbbench.agent import report, report_plots
-    from vdbbench.agent.journal import read_events
-    from vdbbench.agent.loop import Session
-    from vdbbench.agent.model import ScriptedModel
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core.journal import read_events
+    from vdbbench.agent.core.task import load_task
+    from vdbbench.agent.reports import report, report_plots
+    from vdbbench.agent.session.loop import Session
+    from vdbbench.agent.session.model import ScriptedModel
 
     class Forgetful(ScriptedModel):
         """A scripted model that keeps no copy of each conversation (ScriptedModel keeps them all
@@ -458,7 +458,7 @@ def _run(submissions, work, seed, repeat_seconds, max_pairs, final_seconds, say,
 
     from rich.console import Console
 
-    from vdbbench.agent.report_cli import print_report
+    from vdbbench.agent.reports.report_cli import print_report
 
     t = time.perf_counter()
     evs = report.load_events(run_dir)

@@ -82,9 +82,9 @@ def session_decisions(runs: Path, run_id: str) -> list[dict]:
 
 
 def run_session(repo: Path, runs: Path, run_id: str, steps: list, show: bool = False) -> list[dict]:
-    from vdbbench.agent.loop import Session
-    from vdbbench.agent.model import ScriptedModel
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core.task import load_task
+    from vdbbench.agent.session.loop import Session
+    from vdbbench.agent.session.model import ScriptedModel
 
     def on_event(e: dict) -> None:
         if show and e.get("type") == "decision":
@@ -125,7 +125,7 @@ def true_gain(fast_lib: Path, slow_lib: Path, batches: int, seconds: float, dim:
     `data` is (base, queries); by default the fixture engine's small float set of `dim`."""
     import numpy as np
 
-    from vdbbench.agent.harness_worker import load_class
+    from vdbbench.agent.evaluation.harness_worker import load_class
     from vdbbench.datasets import synth
 
     base, queries = data if data is not None else synth.synth_float(3000, 2000, dim=dim, seed=7)
@@ -154,8 +154,8 @@ def true_gain(fast_lib: Path, slow_lib: Path, batches: int, seconds: float, dim:
 
 def build_both(work: Path) -> tuple[Path, Path]:
     """The fast (null-repo) and slowed (power-repo) versions built as a session builds them."""
-    from vdbbench.agent import workspace as wsp
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core import workspace as wsp
+    from vdbbench.agent.core.task import load_task
 
     # Each version in a cargo target folder of its own: cargo keys a path package by its place
     # relative to the workspace, so the two repositories (same layout, sources older than the
@@ -187,9 +187,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.code:
         sys.path.insert(0, str(Path(args.code).resolve()))
-    import vdbbench.agent.loop as loop_mod
+    import vdbbench
 
-    code = str(Path(loop_mod.__file__).resolve().parents[2])
+    code = str(Path(vdbbench.__file__).resolve().parents[1])  # the python/ folder: whatever the agent's layout
     print(f"judge code: {code}", flush=True)
     os.environ.setdefault("VDBBENCH_AGENT_TARGET_DIR", str(HERE.parent / "target" / "judge-quality"))
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="judge-quality-"))

@@ -1,11 +1,11 @@
-"""The audit of a new best (vdbbench.agent.audit) and the strategic review (vdbbench.agent.review)."""
+"""The audit of a new best (vdbbench.agent.evaluation.audit) and the strategic review (vdbbench.agent.session.review)."""
 
 from __future__ import annotations
 
 import pytest
 
-from vdbbench.agent.audit import AuditResult, audit_diff, jump_suspicious, verdict
-from vdbbench.agent.review import review_prompt, should_review
+from vdbbench.agent.evaluation.audit import AuditResult, audit_diff, jump_suspicious, verdict
+from vdbbench.agent.session.review import review_prompt, should_review
 
 from test_agent_long_journal import JournalBuilder
 
@@ -212,7 +212,7 @@ def test_state_across_calls_alone_is_a_note_not_a_flag():
 
 
 def test_review_turns_the_profile_into_shares_of_search_time():
-    from vdbbench.agent.review import stage_breakdown
+    from vdbbench.agent.session.review import stage_breakdown
 
     profile = ("one search of 100 dev queries: 2,000 QPS, 0.5 ms/query\nlast_search_stats():\n  nq: 100\n  threads: 1\n"
                "  routing_s: 0.012\n  prescore_s: 0.025\n  rerank_s: 0.008\n  topk_s: 0.002\n  wall_s: 0.05\n"

@@ -1,4 +1,4 @@
-"""Budgets, prices and usage rebuilt from the journal (vdbbench.agent.budget)."""
+"""Budgets, prices and usage rebuilt from the journal (vdbbench.agent.session.budget)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
-from vdbbench.agent import budget
-from vdbbench.agent.budget import Budgets, PriceTable, Usage, cost_of, exceeded
+from vdbbench.agent.session import budget
+from vdbbench.agent.session.budget import Budgets, PriceTable, Usage, cost_of, exceeded
 
 from test_agent_long_journal import JournalBuilder
 

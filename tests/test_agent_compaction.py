@@ -1,4 +1,4 @@
-"""Context compaction from the journal (vdbbench.agent.compaction)."""
+"""Context compaction from the journal (vdbbench.agent.session.compaction)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vdbbench.agent.compaction import (
+from vdbbench.agent.session.compaction import (
     SUMMARY_HEADER,
     build_state_summary,
     chars_tokens,

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from test_agent_long_journal import JournalBuilder
-from vdbbench.agent import report, report_cli, report_plots
-from vdbbench.agent.compaction import one_line, build_state_summary
-from vdbbench.agent.facts import Facts, Usage
-from vdbbench.agent.machine import machine
-from vdbbench.agent.prompts import packaged, render, repeat_text
-from vdbbench.agent.review import stats_stages
-from vdbbench.agent.task import load_task
+from vdbbench.agent.core.facts import Facts, Usage
+from vdbbench.agent.core.task import load_task
+from vdbbench.agent.reports import report, report_cli, report_plots
+from vdbbench.agent.session.compaction import one_line, build_state_summary
+from vdbbench.agent.session.machine import machine
+from vdbbench.agent.session.prompts import packaged, render, repeat_text
+from vdbbench.agent.session.review import stats_stages
 
 FIXTURE_CARD = Path(__file__).parent / "fixtures" / "agent_task" / "task.toml"
 
@@ -124,7 +124,7 @@ def test_task_text_states_the_repeat_size_and_prompts_are_packaged():
 
 
 def test_build_warnings_are_shown_capped_with_their_count():
-    from vdbbench.agent.workspace import first_warnings
+    from vdbbench.agent.core.workspace import first_warnings
 
     def msg(level, n):
         return {"reason": "compiler-message", "message": {"level": level, "rendered": f"{level}: unused variable `x{n}`\n --> src/lib.rs:{n}:9\n"}}

@@ -11,8 +11,14 @@ PKG = Path(__file__).resolve().parents[1] / "python" / "vdbbench"
 AGENT = PKG / "agent"
 
 
+def _name(path: Path) -> str:
+    """vdbbench.agent.<room>.<module> (or the package) for a file under the agent area."""
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _module_names() -> set[str]:
-    return {"vdbbench.agent." + p.stem for p in AGENT.glob("*.py") if p.stem != "__init__"}
+    return {_name(p) for p in AGENT.rglob("*.py")}
 
 
 def _imports(path: Path, known: set[str]) -> set[str]:
@@ -29,7 +35,7 @@ def _imports(path: Path, known: set[str]) -> set[str]:
 
 def _graph() -> dict[str, set[str]]:
     known = _module_names()
-    return {"vdbbench.agent." + p.stem: _imports(p, known) for p in AGENT.glob("*.py") if p.stem != "__init__"}
+    return {_name(p): _imports(p, known) for p in AGENT.rglob("*.py")}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -77,7 +83,7 @@ def test_the_agent_area_does_not_import_pages():
 
 
 def test_tools_and_startup_use_only_the_public_side_of_the_session():
-    for name, var in (("tools.py", "s"), ("startup.py", "session"), ("profiling.py", "s")):
+    for name, var in (("session/tools.py", "s"), ("session/startup.py", "session"), ("session/profiling.py", "s")):
         tree = ast.parse((AGENT / name).read_text())
         private = sorted({f"{var}.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                           and isinstance(n.value, ast.Name) and n.value.id in (var, "session", "s")

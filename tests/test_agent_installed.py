@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from test_agent_loop import IMPROVE, FakeEndpoint, edit
-from vdbbench.agent.journal import read_events
+from vdbbench.agent.core.journal import read_events
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "agent_task"
@@ -77,7 +77,7 @@ def installed(tmp_path_factory) -> dict:
     # folders on sys.path, so this environment's editable vdbbench hook is not loaded.
     deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     (site / "zz_test_deps.pth").write_text("\n".join(deps) + "\n")
-    where = subprocess.run([str(py), "-c", "import vdbbench, vdbbench.agent.prompts as p; print(vdbbench.__file__); print(p.packaged())"],
+    where = subprocess.run([str(py), "-c", "import vdbbench, vdbbench.agent.session.prompts as p; print(vdbbench.__file__); print(p.packaged())"],
                            capture_output=True, text=True, check=True, env=_clean_env()).stdout.split()
     assert all(w.startswith(str(venv)) for w in where), f"not the installed package: {where}"
     print(f"\nwheel built in {build_s:.0f} s ({' '.join(cmd[:3])})")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vdbbench.agent import audit
-from vdbbench.agent.judge import Decision, SequentialTest, decision_text
-from vdbbench.agent.task import TaskError, load_task
+from vdbbench.agent.core.task import TaskError, load_task
+from vdbbench.agent.evaluation import audit
+from vdbbench.agent.evaluation.judge import Decision, SequentialTest, decision_text
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agent_task"
 PYTHON_DIR = Path(__file__).resolve().parents[1] / "python"
@@ -109,9 +109,9 @@ def _slowed(percent: int) -> str:
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")
 @pytest.mark.slow
 def test_a_fast_best_still_accepts_a_ten_percent_gain_and_rejects_no_effect(tmp_path):
-    from vdbbench.agent.journal import read_events
-    from vdbbench.agent.loop import Session
-    from vdbbench.agent.model import ScriptedModel
+    from vdbbench.agent.core.journal import read_events
+    from vdbbench.agent.session.loop import Session
+    from vdbbench.agent.session.model import ScriptedModel
 
     target = os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or str(PYTHON_DIR.parent / "target" / "agent-fixture")
     os.environ.setdefault("VDBBENCH_AGENT_TARGET_DIR", target)
@@ -153,7 +153,7 @@ def test_every_worker_reads_the_judged_clock_alike(tmp_path):
     lags the running thread and reads it faster."""
     import time
 
-    from vdbbench.agent.candidate import CandidateProcess
+    from vdbbench.agent.evaluation.candidate import CandidateProcess
 
     card = load_task(FIXTURE / "task.toml")
     limits = []

@@ -1,4 +1,4 @@
-"""The live view of a running session and its quiet mode (vdbbench.agent.live)."""
+"""The live view of a running session and its quiet mode (vdbbench.agent.reports.live)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from vdbbench.agent.budget import Budgets
-from vdbbench.agent.live import LiveView, SessionState
+from vdbbench.agent.reports.live import LiveView, SessionState
+from vdbbench.agent.session.budget import Budgets
 
 from test_agent_long_journal import JournalBuilder
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from vdbbench.agent import report, report_plots
-from vdbbench.agent.compaction import chars_tokens
-from vdbbench.agent.journal import read_events
-from vdbbench.agent.loop import Session
-from vdbbench.agent.model import ScriptedModel
-from vdbbench.agent.task import load_task
+from vdbbench.agent.core.journal import read_events
+from vdbbench.agent.core.task import load_task
+from vdbbench.agent.reports import report, report_plots
+from vdbbench.agent.session.compaction import chars_tokens
+from vdbbench.agent.session.loop import Session
+from vdbbench.agent.session.model import ScriptedModel
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "agent_task"

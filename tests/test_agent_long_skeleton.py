@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vdbbench.agent import workspace as wsp
-from vdbbench.agent.eval_data import make_eval_data
-from vdbbench.agent.evaluator import Evaluator
-from vdbbench.agent.task import load_task
+from vdbbench.agent.core import workspace as wsp
+from vdbbench.agent.core.task import load_task
+from vdbbench.agent.evaluation.eval_data import make_eval_data
+from vdbbench.agent.evaluation.evaluator import Evaluator
 from vdbbench.datasets.synth import synth_sift
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from vdbbench.agent.budget import price_table
-from vdbbench.agent.journal import EVENT_TYPES, read_events
-from vdbbench.agent.loop import Session
-from vdbbench.agent.model import OpenAIModel, ScriptedModel
-from vdbbench.agent.task import load_task
+from vdbbench.agent.core.journal import EVENT_TYPES, read_events
+from vdbbench.agent.core.task import load_task
+from vdbbench.agent.session.budget import price_table
+from vdbbench.agent.session.loop import Session
+from vdbbench.agent.session.model import OpenAIModel, ScriptedModel
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agent_task"
 PYTHON_DIR = Path(__file__).resolve().parents[1] / "python"
@@ -369,7 +369,7 @@ def test_trees_sharing_a_target_folder_each_get_their_own_library(cargo_target, 
     """Two extracted trees of the same crate built in one target folder (the best version rebuilt
     on resume, or sessions sharing a folder) must each get a library built from their own code,
     even though extracted files carry their old commit times."""
-    from vdbbench.agent import workspace as wsp
+    from vdbbench.agent.core import workspace as wsp
 
     card = load_task(user_repo / "task.toml")
     probe = ("import sys, importlib.machinery as m, numpy as np\n"
@@ -398,7 +398,7 @@ def test_reference_engine_is_built_from_its_own_revision_and_reported(cargo_targ
     """A card whose reference is another revision of the engine (here the user's next commit, with
     the planted pass removed): built and measured once at the start, journaled as `reference`, and
     the report gives the best as a fraction of it."""
-    from vdbbench.agent import report
+    from vdbbench.agent.reports import report
 
     lib = user_repo / LIB
     lib.write_text(lib.read_text().replace(*IMPROVE))

@@ -52,7 +52,7 @@ def test_task_card_prices_reach_the_cost_table(tmp_path):
     import shutil
 
     from vdbbench.agent.cli import _prices
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core.task import load_task
 
     src = Path(__file__).parent / "fixtures" / "agent_task"
     card_path = tmp_path / "task.toml"

@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from vdbbench.agent.model import ModelFinished, ModelUnavailable, OpenAIModel, ScriptedModel
-from vdbbench.agent.tools import TOOL_SCHEMAS
+from vdbbench.agent.session.model import ModelFinished, ModelUnavailable, OpenAIModel, ScriptedModel
+from vdbbench.agent.session.tools import TOOL_SCHEMAS
 
 
 class Server:

@@ -1,4 +1,4 @@
-"""Session reports from the journal (vdbbench.agent.report) and their CLI commands."""
+"""Session reports from the journal (vdbbench.agent.reports.report) and their CLI commands."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import matplotlib.image as mpimg
 import pytest
 from rich.console import Console
 
-from vdbbench.agent import report, report_cli
-from vdbbench.agent.report import ReportError, accepted_table, best_curve, totals
-from vdbbench.agent.report_plots import compare_runs, staircase
+from vdbbench.agent.reports import report, report_cli
+from vdbbench.agent.reports.report import ReportError, accepted_table, best_curve, totals
+from vdbbench.agent.reports.report_plots import compare_runs, staircase
 
 from test_agent_long_journal import JournalBuilder
 

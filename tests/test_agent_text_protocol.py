@@ -1,4 +1,4 @@
-"""The text protocol for endpoints without tool calling (vdbbench.agent.text_protocol)."""
+"""The text protocol for endpoints without tool calling (vdbbench.agent.session.text_protocol)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vdbbench.agent.text_protocol import (
+from vdbbench.agent.session.text_protocol import (
     ActionFormatError,
     ToolCall,
     format_results_as_text,
@@ -115,7 +115,7 @@ def test_detection_of_endpoints_that_refuse_tools():
 import http.server  # noqa: E402
 import threading  # noqa: E402
 
-from vdbbench.agent.text_protocol import TextProtocolModel, to_text_messages  # noqa: E402
+from vdbbench.agent.session.text_protocol import TextProtocolModel, to_text_messages  # noqa: E402
 
 
 class _NoToolsServer(http.server.BaseHTTPRequestHandler):
@@ -180,7 +180,7 @@ def test_conversation_is_rewritten_for_an_endpoint_without_tools():
 
 
 def test_auto_mode_falls_back_to_text_and_returns_a_malformed_reply_to_the_model(no_tools_server):
-    from vdbbench.agent.model import OpenAIModel
+    from vdbbench.agent.session.model import OpenAIModel
 
     _NoToolsServer.replies = [
         "Let me build.\n```action\n{\"tool\": \"build\", \"args\": {}\n```",  # malformed JSON

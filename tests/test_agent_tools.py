@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from vdbbench.agent import profiling, prompts
-from vdbbench.agent.eval_data import EvalData, Split
-from vdbbench.agent.machine import machine
-from vdbbench.agent.task import TaskError, load_task
-from vdbbench.agent.tools import (
+from vdbbench.agent.core.task import TaskError, load_task
+from vdbbench.agent.evaluation.eval_data import EvalData, Split
+from vdbbench.agent.session import profiling, prompts
+from vdbbench.agent.session.machine import machine
+from vdbbench.agent.session.tools import (
     MAX_SEARCH_HITS, TOOL_NAMES, TOOL_SCHEMAS, FileTools, ToolArgumentError, benchmark_stop, parse_arguments,
 )
 
@@ -187,7 +187,7 @@ def test_new_tool_arguments_are_checked():
 
 
 def test_benchmark_stops_when_the_interval_is_clear_of_zero_or_inside_the_margin(card):
-    from vdbbench.agent.judge import SequentialTest
+    from vdbbench.agent.evaluation.judge import SequentialTest
 
     test = SequentialTest.for_card(card)  # margin 3%, the judge's per-look bound
     assert benchmark_stop(test, [0.1]) is None  # one pair: no interval yet

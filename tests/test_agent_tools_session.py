@@ -15,11 +15,11 @@ import subprocess
 import pytest
 
 from test_agent_loop import BREAK_BUILD, FIXTURE, IMPROVE, LIB, cargo_target, edit, user_repo  # noqa: F401
-from vdbbench.agent.facts import Facts
-from vdbbench.agent.journal import read_events
-from vdbbench.agent.loop import Session
-from vdbbench.agent.model import ScriptedModel
-from vdbbench.agent.task import load_task
+from vdbbench.agent.core.facts import Facts
+from vdbbench.agent.core.journal import read_events
+from vdbbench.agent.core.task import load_task
+from vdbbench.agent.session.loop import Session
+from vdbbench.agent.session.model import ScriptedModel
 
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from test_agent_long_journal import JournalBuilder
-from vdbbench.agent import leaderboard as lb
-from vdbbench.agent.journal import read_events
-from vdbbench.agent.tournament import TournamentError, load_config, session_state
+from vdbbench.agent.core.journal import read_events
+from vdbbench.agent.tournaments import leaderboard as lb
+from vdbbench.agent.tournaments.tournament import TournamentError, load_config, session_state
 from vdbbench.cli import main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "agent_task"
@@ -336,8 +336,8 @@ def test_tournament_on_local_ray_survives_a_killed_worker_and_a_dead_driver(user
         import ray  # noqa: F401
     except ImportError:
         pytest.skip("Ray is not installed (pip install '.[ray]'): the tournament on a Ray cluster was NOT tested")
-    from vdbbench.agent import workspace as wsp
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core import workspace as wsp
+    from vdbbench.agent.core.task import load_task
 
     # Every session builds in a target folder of its own, copied from this warm one.
     seed = Path(driver_env()["VDBBENCH_AGENT_TARGET_DIR"])
@@ -422,7 +422,7 @@ def test_tournament_on_local_ray_survives_a_killed_worker_and_a_dead_driver(user
     manifest = json.loads((runs / "tournament.json").read_text())
     assert [s["state"] for s in manifest["sessions"]] == ["finished"] * 4
     # The sessions' own cargo folders on this node are gone once they finished.
-    from vdbbench.agent.tournament import _target_path
+    from vdbbench.agent.tournaments.tournament import _target_path
 
     assert not any(_target_path(spec).exists() for spec in load_config(cfg).sessions())
 
@@ -430,7 +430,7 @@ def test_tournament_on_local_ray_survives_a_killed_worker_and_a_dead_driver(user
 # -- a session resumed on another node measures its best there first ----------------------------
 
 def test_moved_since_last_segment_compares_hostname_and_cpu():
-    from vdbbench.agent.node import moved_since_last_segment, node_info
+    from vdbbench.agent.session.node import moved_since_last_segment, node_info
 
     here = node_info()
     assert here["hostname"] and here["cpu_model"] and here["cpus"] >= 1
@@ -444,9 +444,9 @@ def test_moved_since_last_segment_compares_hostname_and_cpu():
 
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")
 def test_a_session_resumed_on_another_node_measures_its_best_there_before_judging(user_repo, tmp_path, monkeypatch):
-    from vdbbench.agent.loop import Session
-    from vdbbench.agent.model import ScriptedModel
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core.task import load_task
+    from vdbbench.agent.session.loop import Session
+    from vdbbench.agent.session.model import ScriptedModel
 
     monkeypatch.setenv("VDBBENCH_AGENT_TARGET_DIR", driver_env()["VDBBENCH_AGENT_TARGET_DIR"])
     run = tmp_path / "runs" / "moved"
@@ -468,8 +468,8 @@ def test_a_session_resumed_on_another_node_measures_its_best_there_before_judgin
 
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")
 def test_without_ray_the_sessions_run_one_after_another_and_say_so(user_repo, tmp_path, monkeypatch, capsys):
-    from vdbbench.agent import tournament as tmod
-    from vdbbench.agent.timing_lock import ENV as LOCK_ENV
+    from vdbbench.agent.evaluation.timing_lock import ENV as LOCK_ENV
+    from vdbbench.agent.tournaments import tournament as tmod
 
     env = driver_env()
     for name in ("VDBBENCH_AGENT_TARGET_DIR", "VDBBENCH_TEST_BETA_KEY"):

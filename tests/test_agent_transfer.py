@@ -27,11 +27,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import agent_soak  # noqa: E402
 
-from vdbbench.agent import final, report
-from vdbbench.agent.journal import read_events
-from vdbbench.agent.loop import Session
-from vdbbench.agent.model import ScriptedModel
-from vdbbench.agent.task import load_task
+from vdbbench.agent.core.journal import read_events
+from vdbbench.agent.core.task import load_task
+from vdbbench.agent.evaluation import final
+from vdbbench.agent.reports import report
+from vdbbench.agent.session.loop import Session
+from vdbbench.agent.session.model import ScriptedModel
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "agent_task"
@@ -166,7 +167,7 @@ def test_the_report_leads_with_the_final_ratio(session_run, tmp_path):
 
 
 def test_the_page_and_the_leaderboard_lead_with_it_too(session_run, tmp_path):
-    from vdbbench.agent import leaderboard as lb
+    from vdbbench.agent.tournaments import leaderboard as lb
     from vdbbench.pages.session import write_session_page
 
     run_dir, _ = session_run

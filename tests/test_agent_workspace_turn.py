@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from vdbbench.agent import workspace
+from vdbbench.agent.core import workspace
 
 pytest.importorskip("fcntl")
 

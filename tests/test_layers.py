@@ -1,6 +1,7 @@
 """The import layering of python/vdbbench: each area imports only its own modules and the areas of
-lower layers (never one beside or above it), and no package has an import circle. Imports inside
-functions and under TYPE_CHECKING count: when they run, they close circles all the same."""
+lower layers (never one beside or above it; the agent's rooms are areas of their own), no two
+areas import each other, and no package has an import circle. Imports inside functions and under
+TYPE_CHECKING count: when they run, they close circles all the same."""
 
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ LAYERS = (
     ("vdbbench.datasets", "vdbbench.adapters"),
     # Peers and the benchmark meet in the adapter registry, which names peers without importing them.
     ("vdbbench.peers", "vdbbench.bench"),
+    # The agent's rooms, lowest first: what they share, the judge, the session loop, reading
+    # journals back, tournaments; then the agent's command line (`vdbbench.agent` itself, its cli).
+    ("vdbbench.agent.core",),
+    ("vdbbench.agent.evaluation",),
+    ("vdbbench.agent.session",),
+    ("vdbbench.agent.reports",),
+    ("vdbbench.agent.tournaments",),
     ("vdbbench.agent",),
     ("vdbbench.pages",),
     ("vdbbench.cli",),
@@ -128,6 +136,15 @@ def _inside(graph: dict[str, set[str]], package: str) -> dict[str, set[str]]:
     return {m: graph[m] & mods for m in mods}
 
 
+def _between_areas(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph among areas: area -> the other areas its modules import."""
+    out: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        if (area := _area(mod)) is not None:
+            out.setdefault(area, set()).update(a for d in deps if (a := _area(d)) not in (None, area))
+    return {a: deps & out.keys() for a, deps in out.items()}
+
+
 def test_the_checks_find_a_circle_and_an_upward_import():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e", "d"}}
     assert _circles(graph) == [["a", "b", "c"]]
@@ -135,6 +152,18 @@ def test_the_checks_find_a_circle_and_an_upward_import():
     made_up = {"vdbbench.common.x": {"vdbbench.bench.y", "vdbbench._rust_vdb"}, "vdbbench.bench.y": set()}
     assert _upward_imports(made_up, "vdbbench.common") == ["vdbbench.common.x -> vdbbench.bench.y"]
     assert _upward_imports(made_up, "vdbbench.bench") == []
+    # Two agent rooms importing each other: an upward import and a circle between areas.
+    rooms = {"vdbbench.agent.session.loop": {"vdbbench.agent.evaluation.judge"},
+             "vdbbench.agent.evaluation.judge": {"vdbbench.agent.session.tools"},
+             "vdbbench.agent.session.tools": set()}
+    assert _upward_imports(rooms, "vdbbench.agent.evaluation") == [
+        "vdbbench.agent.evaluation.judge -> vdbbench.agent.session.tools"]
+    assert _circles(_between_areas(rooms)) == [["vdbbench.agent.evaluation", "vdbbench.agent.session"]]
+    # A circle inside one package is found there, and only there.
+    inner = {"vdbbench.agent.core.task": {"vdbbench.agent.core.journal"},
+             "vdbbench.agent.core.journal": {"vdbbench.agent.core.task"}, "vdbbench.agent.cli": set()}
+    assert _circles(_inside(inner, "vdbbench.agent.core")) == [["vdbbench.agent.core.journal", "vdbbench.agent.core.task"]]
+    assert _circles(_inside(inner, "vdbbench.agent")) == []
 
 
 def test_every_module_has_a_layer():
@@ -145,6 +174,17 @@ def test_every_module_has_a_layer():
 def test_no_area_imports_one_beside_or_above_it(area):
     bad = _upward_imports(_module_graph(), area)
     assert not bad, f"{area} imports from its own layer or above: " + "; ".join(bad)
+
+
+def test_no_import_circle_between_areas():
+    circles = _circles(_between_areas(_module_graph()))
+    assert not circles, "import circles between areas: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_every_agent_room_is_an_area():
+    """A new subpackage of the agent gets a layer of its own, not the agent command line's."""
+    rooms = [p for p in _packages() if p.startswith("vdbbench.agent.")]
+    assert rooms and [p for p in rooms if p not in AREAS] == []
 
 
 @pytest.mark.parametrize("package", _packages())

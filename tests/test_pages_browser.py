@@ -141,9 +141,9 @@ def scripted_session(root: Path) -> Path:
     its run folder."""
     from test_agent_loop import BREAK_BUILD, BREAK_RECALL, BREAK_TESTS, FIXTURE
 
-    from vdbbench.agent.loop import Session
-    from vdbbench.agent.model import ScriptedModel
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core.task import load_task
+    from vdbbench.agent.session.loop import Session
+    from vdbbench.agent.session.model import ScriptedModel
 
     repo = root / "user"
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("target"))
@@ -260,7 +260,7 @@ def test_session_page_loads_and_a_click_shows_the_diff(browser, session_run, tmp
     from selenium.webdriver import ActionChains
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from vdbbench.agent.journal import read_events
+    from vdbbench.agent.core.journal import read_events
 
     events = read_events(session_run / "journal.jsonl")
     decs = [e for e in events if e["type"] == "decision"]

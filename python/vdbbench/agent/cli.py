@@ -34,11 +34,11 @@ def register(subparsers) -> None:
     exp.add_argument("--runs-dir", default="runs")
     exp.set_defaults(func=cmd_export)
 
-    from vdbbench.agent.report_cli import register_report_commands
+    from vdbbench.agent.reports.report_cli import register_report_commands
 
     register_report_commands(sub)
 
-    from vdbbench.agent.tournament_cli import register_tournament_commands
+    from vdbbench.agent.tournaments.tournament_cli import register_tournament_commands
 
     register_tournament_commands(sub)
 
@@ -70,7 +70,7 @@ def _overrides(args) -> dict:
 
 
 def _model(name: str, base_url: str | None, args):
-    from vdbbench.agent.model import OpenAIModel
+    from vdbbench.agent.session.model import OpenAIModel
 
     key = os.environ.get("OPENAI_API_KEY")
     if not key and not base_url:
@@ -78,14 +78,14 @@ def _model(name: str, base_url: str | None, args):
     model = OpenAIModel(name, base_url=base_url, api_key=key, timeout_s=args.timeout, max_retries=args.max_retries)
     if args.tool_protocol == "native":
         return model
-    from vdbbench.agent.text_protocol import TextProtocolModel
+    from vdbbench.agent.session.text_protocol import TextProtocolModel
 
     return TextProtocolModel(model, mode=args.tool_protocol)
 
 
 def _prices(args, card):
     """The built-in prices, then the card's [prices], then --prices FILE."""
-    from vdbbench.agent.budget import price_table
+    from vdbbench.agent.session.budget import price_table
 
     try:
         return price_table({"prices": card.prices}, args.prices or None)
@@ -95,7 +95,7 @@ def _prices(args, card):
 
 def _view(quiet: bool, budgets, past_events=()):
     """S's live view (rich panel, or one plain line per decision with --quiet), fed every event."""
-    from vdbbench.agent.live import LiveView
+    from vdbbench.agent.reports.live import LiveView
 
     view = LiveView(quiet=quiet or not sys.stdout.isatty(), budgets=budgets)
     view.prime(past_events)
@@ -129,16 +129,16 @@ def _finish(session) -> int:
 
 
 def cmd_run(args) -> int:
-    from vdbbench.agent.loop import Session, SessionError
-    from vdbbench.agent.task import TaskError, load_task
-    from vdbbench.agent.workspace import WorkspaceError
+    from vdbbench.agent.core.task import TaskError, load_task
+    from vdbbench.agent.core.workspace import WorkspaceError
+    from vdbbench.agent.session.loop import Session, SessionError
 
     try:
         card = load_task(args.task)
     except TaskError as exc:
         raise UsageError(str(exc)) from None
     model = _model(args.model, args.base_url, args)
-    from vdbbench.agent.budget import Budgets
+    from vdbbench.agent.session.budget import Budgets
 
     try:
         budgets = Budgets.merged(card.budgets, _overrides(args))
@@ -158,17 +158,17 @@ def cmd_run(args) -> int:
 def cmd_resume(args) -> int:
     import json
 
-    from vdbbench.agent.loop import Session, SessionError
-    from vdbbench.agent.workspace import WorkspaceError
+    from vdbbench.agent.core.workspace import WorkspaceError
+    from vdbbench.agent.session.loop import Session, SessionError
 
     run_dir = _run_dir(args)
     meta = json.loads((run_dir / "session.json").read_text())
     model = _model(args.model or meta["model"], args.base_url or meta.get("base_url"), args)
-    from vdbbench.agent.journal import read_events
+    from vdbbench.agent.core.journal import read_events
 
     with _view(args.quiet, None, read_events(run_dir / "journal.jsonl")) as view:
         try:
-            from vdbbench.agent.task import load_task
+            from vdbbench.agent.core.task import load_task
 
             card = load_task(run_dir / "task.toml", origin=meta.get("card_path"))
             session = Session.resume(run_dir, model, _overrides(args), _prices(args, card),
@@ -181,7 +181,7 @@ def cmd_resume(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from vdbbench.agent import workspace as wsp
+    from vdbbench.agent.core import workspace as wsp
 
     run_dir = _run_dir(args)
     ws = run_dir / "workspace"

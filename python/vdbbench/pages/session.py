@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from vdbbench.agent import final as final_mod
-from vdbbench.agent.report import (
+from vdbbench.agent.evaluation import final as final_mod
+from vdbbench.agent.reports.report import (
     OUTCOME_STYLE, accepted_table, best_curve, chained, fmt_duration, fmt_qps, journal_path, load_events, short_stat, totals,
 )
 from vdbbench.pages.html import Raw, cards, document, esc, facts, figure, script_json, table, write

@@ -8,10 +8,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, TextIO
 
-from vdbbench.agent.budget import Budgets
-from vdbbench.agent.eval_report import fmt_qps
-from vdbbench.agent.facts import Facts
-from vdbbench.agent.journal import OUTCOMES, event_time
+from vdbbench.agent.core.facts import Facts
+from vdbbench.agent.core.journal import OUTCOMES, event_time
+from vdbbench.agent.evaluation.eval_report import fmt_qps
+from vdbbench.agent.session.budget import Budgets
 
 def _clock(seconds: float) -> str:
     s = int(seconds)

@@ -16,7 +16,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
-from vdbbench.agent.facts import Usage  # noqa: F401 - budgets are checked against it
+from vdbbench.agent.core.facts import Usage  # noqa: F401 - budgets are checked against it
 from vdbbench.common.console import say_warning
 
 # Names used in the journal's `budget_stop.which`, in the order they are checked.

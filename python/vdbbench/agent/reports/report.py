@@ -1,6 +1,6 @@
 """A session's journal read for its reports: the events, the best-QPS curve, the table of accepted
-changes and the totals (the plots are vdbbench.agent.report_plots; the terminal tables and the
-`report` and `compare` commands are vdbbench.agent.report_cli)."""
+changes and the totals (the plots are vdbbench.agent.reports.report_plots; the terminal tables and the
+`report` and `compare` commands are vdbbench.agent.reports.report_cli)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from vdbbench.agent import final as final_mod
-from vdbbench.agent.eval_report import fmt_qps as _fmt_qps
-from vdbbench.agent.facts import PROGRESS_AXES, Facts
-from vdbbench.agent.journal import OUTCOMES
+from vdbbench.agent.core.facts import PROGRESS_AXES, Facts
+from vdbbench.agent.core.journal import OUTCOMES
+from vdbbench.agent.evaluation import final as final_mod
+from vdbbench.agent.evaluation.eval_report import fmt_qps as _fmt_qps
 
 
 def outcome_style(outcome: str) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def journal_path(run_dir: str | Path) -> Path:
 
 def load_events(run_dir: str | Path) -> list[dict]:
     """All complete events of a session's journal (`run_dir` or the journal file itself)."""
-    from vdbbench.agent.journal import read_events
+    from vdbbench.agent.core.journal import read_events
 
     journal = journal_path(run_dir)
     events = read_events(journal)

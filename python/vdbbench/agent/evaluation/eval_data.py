@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vdbbench.agent.task import TaskCard
+from vdbbench.agent.core.task import TaskCard
 
 
 @dataclass

@@ -2,10 +2,10 @@
 
 When a session ends, the best is timed against the start and the reference (the project's engine,
 when the card measures one apart from the start), all loaded side by side and interleaved in
-chunks (vdbbench.agent.evaluator.Evaluator.interleaved), round after round, until the 95%
+chunks (vdbbench.agent.evaluation.evaluator.Evaluator.interleaved), round after round, until the 95%
 interval of each ratio is within +-`[final] interval` (2%) or the round cap of `max_seconds` per
 target. That is done on the card's own held-out queries and on every transfer target
-(vdbbench.agent.transfer: other data sets, other SIMD levels), with the recall of each build at
+(vdbbench.agent.evaluation.transfer: other data sets, other SIMD levels), with the recall of each build at
 the engine's defaults there. One `final` journal event holds it all; its ratio on the card's
 data is the session's headline in the report, the page, the leaderboard, compare and tournament.
 
@@ -24,8 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from vdbbench.agent import transfer
-from vdbbench.agent.task import TaskCard
+from vdbbench.agent.core.task import TaskCard
+from vdbbench.agent.evaluation import transfer
 
 CONFIDENCE = 0.95
 
@@ -51,7 +51,7 @@ def interval(log_ratios: Sequence[float]) -> dict:
 def libraries(card: TaskCard, run_dir: Path, ws: Path, target_dir: Path | None, emit=None) -> dict[str, Path]:
     """{"best", "start", "reference"?}: the builds the final measurement times. The reference is a
     build of its own only when the card measures the project's engine apart from the start."""
-    from vdbbench.agent import reference
+    from vdbbench.agent.evaluation import reference
 
     run_dir = Path(run_dir)
     leaf = card.entry.leaf
@@ -100,7 +100,7 @@ def measure(card: TaskCard, evaluator, run_dir: Path, ws: Path, target_dir: Path
             emit: Callable[..., dict], best_commit: str, reason: str = "") -> dict | None:
     """Time the best against the start (and reference) on every target; journals and returns the
     `final` event. None when the card turns it off."""
-    from vdbbench.agent import workspace as wsp
+    from vdbbench.agent.core import workspace as wsp
 
     if not card.final.enabled:
         return None

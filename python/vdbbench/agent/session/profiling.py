@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from vdbbench.agent.review import stats_stages
+from vdbbench.agent.session.review import stats_stages
 
 PERF_SECONDS = 2.0  # searching while perf samples
 PERF_TOP = 15  # hottest symbols shown
@@ -107,8 +107,8 @@ def run_profile(library: Path, card, base: np.ndarray, queries: np.ndarray, log_
     `queries` (one call per pass; the stats of the last call kept), then, when `perf` is given,
     sample the same process with `perf record` while it searches for `seconds` more. Timing and
     sampling hold the node's timing lock. WorkerDied when the candidate fails."""
-    from vdbbench.agent.candidate import CandidateProcess
-    from vdbbench.agent.timing_lock import timing_lock
+    from vdbbench.agent.evaluation.candidate import CandidateProcess
+    from vdbbench.agent.evaluation.timing_lock import timing_lock
 
     obj = card.objective
     proc = CandidateProcess(library, card, log_dir / "profile-candidate.log", time.monotonic() + card.limits.eval_timeout_s)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdbbench.agent.task import TaskCard
+from vdbbench.agent.core.task import TaskCard
 
 SESSION_BRANCH = "session"
 # Every accepted commit's message ends with this line and a JSON object of its metrics, so a

@@ -11,12 +11,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vdbbench.agent.eval_report import fmt_qps
-from vdbbench.agent.machine import Machine
-from vdbbench.agent.task import TaskCard
+from vdbbench.agent.core.task import TaskCard
+from vdbbench.agent.evaluation.eval_report import fmt_qps
+from vdbbench.agent.session.machine import Machine
 
 if TYPE_CHECKING:
-    from vdbbench.agent.eval_data import EvalData
+    from vdbbench.agent.evaluation.eval_data import EvalData
 
 TEMPLATES = ("system.md", "task.md", "begin.md", "resume.md", "nudge.md", "final.md")
 
@@ -27,7 +27,7 @@ class PromptsError(RuntimeError):
 
 def packaged():
     """The templates that ship with vdbbench (a Traversable: a folder in any install)."""
-    return resources.files("vdbbench.agent") / "prompts"
+    return resources.files("vdbbench.agent.session") / "prompts"
 
 
 def for_card(card: TaskCard):

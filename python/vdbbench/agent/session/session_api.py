@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from vdbbench.agent.evaluator import Evaluator
-    from vdbbench.agent.facts import Facts
-    from vdbbench.agent.journal import Journal
-    from vdbbench.agent.machine import Machine
-    from vdbbench.agent.task import TaskCard
-    from vdbbench.agent.workspace import BuildResult, TestResult
+    from vdbbench.agent.core.facts import Facts
+    from vdbbench.agent.core.journal import Journal
+    from vdbbench.agent.core.task import TaskCard
+    from vdbbench.agent.core.workspace import BuildResult, TestResult
+    from vdbbench.agent.evaluation.evaluator import Evaluator
+    from vdbbench.agent.session.machine import Machine
 
 
 class SessionError(RuntimeError):
@@ -30,7 +30,7 @@ class Best:
 
 
 class SessionApi(Protocol):
-    """The session as its tools and start-up steps see it (vdbbench.agent.loop.Session)."""
+    """The session as its tools and start-up steps see it (vdbbench.agent.session.loop.Session)."""
 
     card: "TaskCard"
     run_dir: Path

@@ -1,4 +1,4 @@
-"""One candidate build loaded in a process of its own (vdbbench.agent.harness_worker), under a
+"""One candidate build loaded in a process of its own (vdbbench.agent.evaluation.harness_worker), under a
 deadline and an address-space cap: the harness side of the worker protocol."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vdbbench.agent import harness_worker
-from vdbbench.agent.task import TaskCard
-from vdbbench.agent.workspace import TAIL_CAP
+from vdbbench.agent.core.task import TaskCard
+from vdbbench.agent.core.workspace import TAIL_CAP
+from vdbbench.agent.evaluation import harness_worker
 
 WORKER = Path(harness_worker.__file__).resolve()
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from vdbbench.agent import final as final_mod
-from vdbbench.agent.report import (
+from vdbbench.agent.evaluation import final as final_mod
+from vdbbench.agent.reports.report import (
     X_AXES, ReportError, accepted_table, decisions, fmt_count, fmt_duration, fmt_qps, journal_path, load_events, totals,
 )
-from vdbbench.agent.report_plots import compare_runs, staircase
+from vdbbench.agent.reports.report_plots import compare_runs, staircase
 
 
 def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | None = None) -> None:
@@ -200,12 +200,12 @@ def _cmd_final(args) -> int:
     import json
     import os
 
-    from vdbbench.agent import final as final_mod
-    from vdbbench.agent import workspace as wsp
-    from vdbbench.agent.eval_data import make_eval_data
-    from vdbbench.agent.evaluator import Evaluator
-    from vdbbench.agent.journal import Journal
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core import workspace as wsp
+    from vdbbench.agent.core.journal import Journal
+    from vdbbench.agent.core.task import load_task
+    from vdbbench.agent.evaluation import final as final_mod
+    from vdbbench.agent.evaluation.eval_data import make_eval_data
+    from vdbbench.agent.evaluation.evaluator import Evaluator
     from vdbbench.common.errors import UsageError
 
     try:

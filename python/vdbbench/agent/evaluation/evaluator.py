@@ -1,8 +1,8 @@
 """The measuring half of the judge: runs candidate builds in processes it owns and times them
 against the best on held-out queries, in closely paired repeats of a set duration (the deciding
-half, the sequential test, is vdbbench.agent.judge). The data it measures on is
-vdbbench.agent.eval_data, the process it drives vdbbench.agent.candidate, what it returns
-vdbbench.agent.eval_report."""
+half, the sequential test, is vdbbench.agent.evaluation.judge). The data it measures on is
+vdbbench.agent.evaluation.eval_data, the process it drives vdbbench.agent.evaluation.candidate, what it returns
+vdbbench.agent.evaluation.eval_report."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from typing import Callable
 
 import numpy as np
 
-from vdbbench.agent.candidate import CandidateProcess, WorkerDied
-from vdbbench.agent.eval_data import EvalData, Split
-from vdbbench.agent.eval_report import EvalReport, Failure, Metrics
-from vdbbench.agent.task import TaskCard
-from vdbbench.agent.timing_lock import timing_lock
+from vdbbench.agent.core.task import TaskCard
+from vdbbench.agent.evaluation.candidate import CandidateProcess, WorkerDied
+from vdbbench.agent.evaluation.eval_data import EvalData, Split
+from vdbbench.agent.evaluation.eval_report import EvalReport, Failure, Metrics
+from vdbbench.agent.evaluation.timing_lock import timing_lock
 from vdbbench.common.recall import id_recall, knn_recall
 
 
@@ -98,7 +98,7 @@ class Evaluator:
         self._n = 0
         self.spawned: list[int] = []  # pids of every candidate process, so tests can check none survived
         self._kept: tuple[tuple, CandidateProcess] | None = None  # the best's process, with its library's identity
-        self.transfer = None  # the card's transfer targets with their data (vdbbench.agent.transfer.Targets), once needed
+        self.transfer = None  # the card's transfer targets with their data (vdbbench.agent.evaluation.transfer.Targets), once needed
         self.transfer_start: dict = {}  # the start version's recall on each transfer target, once measured
 
     def _spawn(self, library: Path, tag: str, deadline: float) -> CandidateProcess:

@@ -6,9 +6,9 @@ import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from vdbbench.agent.compaction import one_line
-from vdbbench.agent.eval_report import fmt_qps
-from vdbbench.agent.facts import Facts
+from vdbbench.agent.core.facts import Facts
+from vdbbench.agent.evaluation.eval_report import fmt_qps
+from vdbbench.agent.session.compaction import one_line
 
 # Structural moves that produced the steps in published long runs; offered as examples only.
 STRUCTURAL_IDEAS = (

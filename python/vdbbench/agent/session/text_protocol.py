@@ -194,7 +194,7 @@ def looks_like_no_tool_support(error: BaseException | str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# A Model (vdbbench.agent.model's protocol) that speaks the text protocol to its endpoint
+# A Model (vdbbench.agent.session.model's protocol) that speaks the text protocol to its endpoint
 # ---------------------------------------------------------------------------------------------
 
 FORMAT_ERROR_PREFIX = "Your reply could not be run, nothing was done: "
@@ -253,7 +253,7 @@ def to_text_messages(messages: Sequence[Mapping[str, Any]], tool_schemas: Sequen
 
 
 class TextProtocolModel:
-    """Wraps a model client (e.g. vdbbench.agent.model.OpenAIModel) for endpoints without tool
+    """Wraps a model client (e.g. vdbbench.agent.session.model.OpenAIModel) for endpoints without tool
     calling. mode "text": always the text protocol; mode "auto": native tool calls until the
     endpoint refuses them (see looks_like_no_tool_support), then the text protocol for good.
     A malformed reply goes back to the model with the reason, up to `format_retries` times."""
@@ -270,8 +270,8 @@ class TextProtocolModel:
         self._calls = 0
 
     def query(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]):
-        from vdbbench.agent.model import ModelReply, ModelUnavailable
-        from vdbbench.agent.model import ToolCall as LoopToolCall
+        from vdbbench.agent.session.model import ModelReply, ModelUnavailable
+        from vdbbench.agent.session.model import ToolCall as LoopToolCall
 
         carried: list = []
         if not self.using_text:

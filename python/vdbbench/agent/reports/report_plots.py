@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from vdbbench.agent.facts import Facts
-from vdbbench.agent.journal import OUTCOMES
-from vdbbench.agent.report import (
+from vdbbench.agent.core.facts import Facts
+from vdbbench.agent.core.journal import OUTCOMES
+from vdbbench.agent.reports.report import (
     X_AXES, ReportError, accepted_table, best_curve, chained, fmt_count, fmt_qps, load_events, outcome_style, totals,
 )
 

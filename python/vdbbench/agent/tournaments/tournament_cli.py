@@ -45,8 +45,8 @@ def register_tournament_commands(sub) -> None:
 
 
 def cmd_leaderboard(args) -> int:
-    from vdbbench.agent.leaderboard import leaderboard, write_all
-    from vdbbench.agent.report import ReportError
+    from vdbbench.agent.reports.report import ReportError
+    from vdbbench.agent.tournaments.leaderboard import leaderboard, write_all
 
     try:
         board = leaderboard(args.runs, target=args.target)
@@ -59,9 +59,9 @@ def cmd_leaderboard(args) -> int:
 
 
 def cmd_tournament(args) -> int:
-    from vdbbench.agent import tournament as tmod
-    from vdbbench.agent.leaderboard import leaderboard, write_all
-    from vdbbench.agent.report import ReportError
+    from vdbbench.agent.reports.report import ReportError
+    from vdbbench.agent.tournaments import tournament as tmod
+    from vdbbench.agent.tournaments.leaderboard import leaderboard, write_all
 
     if args.local and args.ray_address:
         raise UsageError("--local and --ray-address exclude each other")

@@ -16,9 +16,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from vdbbench.agent import final as final_mod
-from vdbbench.agent.eval_report import fmt_qps
-from vdbbench.agent.report import ReportError, best_curve, load_events, totals
+from vdbbench.agent.evaluation import final as final_mod
+from vdbbench.agent.evaluation.eval_report import fmt_qps
+from vdbbench.agent.reports.report import ReportError, best_curve, load_events, totals
 
 HTML_PAGES = ("report.html", "index.html", "session.html")
 

@@ -48,13 +48,13 @@ from typing import Callable
 
 import numpy as np
 
-from vdbbench.agent import audit as audit_mod
-from vdbbench.agent import transfer
-from vdbbench.agent import workspace as wsp
-from vdbbench.agent.eval_report import EvalReport, Metrics, fmt_qps
-from vdbbench.agent.evaluator import Evaluator
-from vdbbench.agent.workspace import METRICS_TRAILER
-from vdbbench.agent.task import TaskCard
+from vdbbench.agent.core import workspace as wsp
+from vdbbench.agent.core.task import TaskCard
+from vdbbench.agent.core.workspace import METRICS_TRAILER
+from vdbbench.agent.evaluation import audit as audit_mod
+from vdbbench.agent.evaluation import transfer
+from vdbbench.agent.evaluation.eval_report import EvalReport, Metrics, fmt_qps
+from vdbbench.agent.evaluation.evaluator import Evaluator
 
 DIFF_CAP = 64 * 1024  # bytes of the submission's diff kept in the decision event
 CACHE_FACTOR = 1.5  # later passes this much faster than the first (relative to the best): a cache
@@ -285,7 +285,7 @@ class Judge:
         return Decision("accepted", measured, commit=sha, findings=result.texts(), **common)
 
     def check_transfer(self, lib: Path, sha: str) -> list[dict]:
-        """Recall of a would-be best on the card's transfer targets (vdbbench.agent.transfer),
+        """Recall of a would-be best on the card's transfer targets (vdbbench.agent.evaluation.transfer),
         journaled as a `transfer` event; returns the targets where it does not hold."""
         card = self.card
         if not (card.transfer.datasets or card.transfer.simd):

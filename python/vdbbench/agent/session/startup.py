@@ -5,10 +5,10 @@ the journal from the commit's metrics trailer."""
 
 from __future__ import annotations
 
-from vdbbench.agent import reference
-from vdbbench.agent import workspace as wsp
-from vdbbench.agent.node import moved_since_last_segment
-from vdbbench.agent.session_api import Best, SessionApi, SessionError
+from vdbbench.agent.core import workspace as wsp
+from vdbbench.agent.evaluation import reference
+from vdbbench.agent.session.node import moved_since_last_segment
+from vdbbench.agent.session.session_api import Best, SessionApi, SessionError
 
 __all__ = ["Best", "SessionError", "baseline", "measure_reference", "restore"]
 

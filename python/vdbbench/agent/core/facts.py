@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Mapping
 
-from vdbbench.agent.journal import event_time
+from vdbbench.agent.core.journal import event_time
 
 # The axes a session's progress is measured along (report and compare plots).
 PROGRESS_AXES = ("iterations", "tool_calls", "hours", "cost", "tokens")

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from vdbbench.agent import profiling
-from vdbbench.agent import workspace as wsp
-from vdbbench.agent.candidate import WorkerDied
-from vdbbench.agent.eval_report import EvalReport, fmt_qps
-from vdbbench.agent.judge import SequentialTest
-from vdbbench.agent.session_api import SessionApi as Session
-from vdbbench.agent.task import TaskCard
-from vdbbench.agent.workspace import PathRefused, resolve_path
+from vdbbench.agent.core import workspace as wsp
+from vdbbench.agent.core.task import TaskCard
+from vdbbench.agent.core.workspace import PathRefused, resolve_path
+from vdbbench.agent.evaluation.candidate import WorkerDied
+from vdbbench.agent.evaluation.eval_report import EvalReport, fmt_qps
+from vdbbench.agent.evaluation.judge import SequentialTest
+from vdbbench.agent.session import profiling
+from vdbbench.agent.session.session_api import SessionApi as Session
 
 MAX_READ_LINES = 400
 MAX_READ_CHARS = 40_000

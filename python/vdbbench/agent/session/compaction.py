@@ -7,8 +7,8 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from vdbbench.agent.eval_report import fmt_qps
-from vdbbench.agent.facts import Facts
+from vdbbench.agent.core.facts import Facts
+from vdbbench.agent.evaluation.eval_report import fmt_qps
 
 # Rough size of a message's envelope (role, separators) in tokens, on top of its text.
 _MESSAGE_OVERHEAD = 4

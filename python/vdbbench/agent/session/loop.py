@@ -24,21 +24,22 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from vdbbench.agent import compaction, final, prompts, review, startup
-from vdbbench.agent import workspace as wsp
-from vdbbench.agent.budget import Budgets, PriceTable, exceeded, price_table
-from vdbbench.agent.eval_data import make_eval_data
-from vdbbench.agent.evaluator import Evaluator
-from vdbbench.agent.facts import Facts, Usage
-from vdbbench.agent.journal import Journal
-from vdbbench.agent.judge import Judge, decision_text
-from vdbbench.agent.machine import machine
-from vdbbench.agent.model import Model, ModelFinished, ModelUnavailable, ToolCall
-from vdbbench.agent.node import node_info
-from vdbbench.agent.session_api import Best, SessionError
-from vdbbench.agent.task import TaskCard, load_task
-from vdbbench.agent.tools import TOOL_SCHEMAS, ToolArgumentError, ToolResult, run_tool
-from vdbbench.agent.workspace import BuildResult, TestResult
+from vdbbench.agent.core import workspace as wsp
+from vdbbench.agent.core.facts import Facts, Usage
+from vdbbench.agent.core.journal import Journal
+from vdbbench.agent.core.task import TaskCard, load_task
+from vdbbench.agent.core.workspace import BuildResult, TestResult
+from vdbbench.agent.evaluation import final
+from vdbbench.agent.evaluation.eval_data import make_eval_data
+from vdbbench.agent.evaluation.evaluator import Evaluator
+from vdbbench.agent.evaluation.judge import Judge, decision_text
+from vdbbench.agent.session import compaction, prompts, review, startup
+from vdbbench.agent.session.budget import Budgets, PriceTable, exceeded, price_table
+from vdbbench.agent.session.machine import machine
+from vdbbench.agent.session.model import Model, ModelFinished, ModelUnavailable, ToolCall
+from vdbbench.agent.session.node import node_info
+from vdbbench.agent.session.session_api import Best, SessionError
+from vdbbench.agent.session.tools import TOOL_SCHEMAS, ToolArgumentError, ToolResult, run_tool
 
 
 

@@ -1,7 +1,7 @@
 """Transfer targets: where else a session's result must hold. A card's [transfer] names other data
 sets (a real SIFT file, another replica generator or seed) and SIMD levels (VDBBENCH_SIMD); every
 new best's recall@10 at the engine's defaults is checked on each of them before it is adopted,
-and the final measurement (vdbbench.agent.final) times the best against the start on each.
+and the final measurement (vdbbench.agent.evaluation.final) times the best against the start on each.
 
 A target is the card's own data at the native SIMD level ("here"), a transfer data set at the
 native level, or the card's own data at a capped SIMD level. A data set that is not on this
@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from vdbbench.agent.eval_data import EvalData, Split
-from vdbbench.agent.task import TaskCard, TransferDataset
+from vdbbench.agent.core.task import TaskCard, TransferDataset
+from vdbbench.agent.evaluation.eval_data import EvalData, Split
 
 HERE = "here"
 
@@ -124,7 +124,7 @@ class Targets:
         return targets(self.card, include_here)
 
     def evaluator(self, t: Target):
-        from vdbbench.agent.evaluator import Evaluator
+        from vdbbench.agent.evaluation.evaluator import Evaluator
 
         if t.key in self._evaluators:
             return self._evaluators[t.key]
@@ -158,7 +158,7 @@ def start_library(card: TaskCard, run_dir: Path, ws: Path, target_dir: Path | No
                   emit: Callable[..., dict] | None = None) -> Path | None:
     """The start version's library, builds/start/<leaf>.so: kept from the first best when the judge
     saw it, else built once from the workspace's start commit (needs the cargo target folder)."""
-    from vdbbench.agent import workspace as wsp
+    from vdbbench.agent.core import workspace as wsp
 
     leaf = card.entry.leaf
     lib = Path(run_dir) / "builds" / "start" / f"{leaf}.so"

@@ -26,9 +26,9 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser from PyPI
     import tomli as tomllib
 
-from vdbbench.agent.budget import Budgets
-from vdbbench.agent.journal import read_events
-from vdbbench.agent.timing_lock import ENV as TIMING_LOCK_ENV
+from vdbbench.agent.core.journal import read_events
+from vdbbench.agent.evaluation.timing_lock import ENV as TIMING_LOCK_ENV
+from vdbbench.agent.session.budget import Budgets
 
 MANIFEST = "tournament.json"
 # A session that ended for one of these reasons is picked up again by --resume.
@@ -107,7 +107,7 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
     _need(isinstance(task, str), where, "[tournament] task must be the path of a task card, e.g. \"../tasks/optimize-ivf.toml\"")
     task_path = (path.parent / task).resolve()
     _need(task_path.is_file(), where, f"task card {task_path} does not exist")
-    from vdbbench.agent.task import TaskError, load_task
+    from vdbbench.agent.core.task import TaskError, load_task
 
     try:
         load_task(task_path)
@@ -188,7 +188,7 @@ def default_timing_lock() -> str:
 
 
 def _model(spec: dict[str, Any]):
-    from vdbbench.agent.model import OpenAIModel
+    from vdbbench.agent.session.model import OpenAIModel
 
     m = spec["model"]
     key = os.environ.get(m["api_key_env"])
@@ -197,13 +197,13 @@ def _model(spec: dict[str, Any]):
     model = OpenAIModel(m["name"], base_url=m.get("base_url"), api_key=key, timeout_s=m["timeout_s"], max_retries=m["max_retries"])
     if m["tool_protocol"] == "native":
         return model
-    from vdbbench.agent.text_protocol import TextProtocolModel
+    from vdbbench.agent.session.text_protocol import TextProtocolModel
 
     return TextProtocolModel(model, mode=m["tool_protocol"])
 
 
 def _prices(spec: dict[str, Any], card):
-    from vdbbench.agent.budget import price_table
+    from vdbbench.agent.session.budget import price_table
 
     m = spec["model"]
     table = price_table({"prices": card.prices})
@@ -227,9 +227,9 @@ def run_session(spec: dict[str, Any]) -> dict[str, Any]:
     """Start the rollout's session, or resume it from its journal; run it to its end.
 
     This is the body of a Ray task: when its worker dies, Ray calls it again and it resumes."""
-    from vdbbench.agent.loop import Session
-    from vdbbench.agent.node import node_info
-    from vdbbench.agent.task import load_task
+    from vdbbench.agent.core.task import load_task
+    from vdbbench.agent.session.loop import Session
+    from vdbbench.agent.session.node import node_info
 
     run_dir = Path(spec["run_dir"])
     if not (run_dir.parent / MANIFEST).exists():

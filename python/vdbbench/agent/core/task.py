@@ -82,7 +82,7 @@ class Objective:
     margin: float = 0.03
     repeats: int = 5  # the judge's minimum number of candidate/best pairs (one per held-out slice)
     dev_repeats: int = 3
-    p_value: float = 0.05  # the judge's overall one-sided false-accept level (see agent/judge.py)
+    p_value: float = 0.05  # the judge's overall one-sided false-accept level (see agent/evaluation/judge.py)
     # A timed repeat cycles through its slice (a fresh order each pass) for at least this many
     # seconds on the judged clock; `benchmark` and `profile` use the shorter dev figure.
     repeat_seconds: float = 1.0
@@ -162,7 +162,7 @@ class TransferDataset:
 
 @dataclass
 class Transfer:
-    """[transfer]: where else the session's result must hold (see vdbbench.agent.transfer).
+    """[transfer]: where else the session's result must hold (see vdbbench.agent.evaluation.transfer).
 
     datasets: other data (a real SIFT file, another replica generator or seed); simd: SIMD levels
     the engine is run at through VDBBENCH_SIMD, on the card's own data. Every new best must keep
@@ -176,7 +176,7 @@ class Transfer:
 
 @dataclass
 class Final:
-    """[final]: the measurement at the end of a session (vdbbench.agent.final): the best against
+    """[final]: the measurement at the end of a session (vdbbench.agent.evaluation.final): the best against
     the start and the reference, paired and interleaved, on the card's data and every transfer
     target, until each ratio's 95% interval is within +-`interval` or `max_seconds` per target."""
 

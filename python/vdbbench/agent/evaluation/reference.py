@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from vdbbench.agent import workspace as wsp
-from vdbbench.agent.eval_data import EvalData
-from vdbbench.agent.evaluator import Evaluator
-from vdbbench.agent.task import Build, Entry, TaskCard
+from vdbbench.agent.core import workspace as wsp
+from vdbbench.agent.core.task import Build, Entry, TaskCard
+from vdbbench.agent.evaluation.eval_data import EvalData
+from vdbbench.agent.evaluation.evaluator import Evaluator
 from vdbbench.bench.results import cpu_model
 
 
