@@ -6,6 +6,7 @@ TYPE_CHECKING count: when they run, they close circles all the same."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -191,3 +192,94 @@ def test_every_agent_room_is_an_area():
 def test_no_import_circle_inside_a_package(package):
     circles = _circles(_inside(_module_graph(), package))
     assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+# The engine's modules (rust_vdb/core/src): a module -> the modules it names through `crate::`
+# or `super::` paths outside its tests. A child naming its own parent (or the crate root) is how
+# Rust modules see their package and is not counted; any other circle is.
+RUST_SRC = PKG.parents[1] / "rust_vdb" / "core" / "src"
+_RUST_PATH = re.compile(r"\b(crate|super)::(\{[^}]*\}|\w+(?:::\w+)*)")
+
+
+def _rust_module(path: Path) -> str:
+    parts = path.relative_to(RUST_SRC).with_suffix("").parts
+    return "::".join(("crate",) + (parts[:-1] if parts[-1] in ("mod", "lib") else parts))
+
+
+def _rust_graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    """{module: source text} -> module -> the other modules it names (not its ancestors)."""
+    graph: dict[str, set[str]] = {}
+    for mod, text in sources.items():
+        text = re.split(r"#\[cfg\(test\)\]\s*mod tests", text)[0]
+        text = re.sub(r"//[^\n]*", "", text)
+        parent = mod.rpartition("::")[0]
+        deps: set[str] = set()
+        for base, rest in _RUST_PATH.findall(text):
+            names = [n.strip() for n in rest.strip("{}").split(",")] if rest.startswith("{") else [rest]
+            for name in names:
+                target = "crate" if base == "crate" else parent
+                for seg in name.split("::"):
+                    if f"{target}::{seg}" not in sources:
+                        break
+                    target = f"{target}::{seg}"
+                if target != mod and not mod.startswith(target + "::") and target != "crate":
+                    deps.add(target)
+        graph[mod] = deps
+    return graph
+
+
+def test_the_engine_check_finds_a_circle_between_sibling_modules():
+    made_up = {
+        "crate::ivf": "mod search; mod prescore; use crate::route::Router;",
+        "crate::ivf::search": "use super::{prescore::Prescore, IvfIndex};",
+        "crate::ivf::prescore": "use super::IvfIndex; // super::search::Scratch no more\n"
+                                "fn f(s: &mut super::search::Scratch) {}",
+        "crate::route": "use crate::ivf::IvfIndex;\n#[cfg(test)]\nmod tests { use crate::ivf::search; }",
+    }
+    graph = _rust_graph(made_up)
+    assert graph["crate::ivf::search"] == {"crate::ivf::prescore"}
+    assert graph["crate::ivf"] == {"crate::route"} and graph["crate::route"] == {"crate::ivf"}
+    assert _circles(graph) == [["crate::ivf", "crate::route"], ["crate::ivf::prescore", "crate::ivf::search"]]
+
+
+def test_no_module_circle_in_the_engine():
+    sources = {_rust_module(p): p.read_text() for p in RUST_SRC.rglob("*.rs")}
+    circles = _circles(_rust_graph(sources))
+    assert not circles, "module circles in the engine: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+# Source files stay under MAX_LINES lines: the engine's, the package's and the benchmarks',
+# except the per-instruction-set kernels (a twin of every kernel per level) and tests.
+ROOT = PKG.parents[1]
+MAX_LINES = 600
+KERNELS = ("rust_vdb/core/src/kernels/avx2.rs", "rust_vdb/core/src/kernels/avx512/",
+           "rust_vdb/core/src/kernels/neon.rs", "rust_vdb/core/src/kernels/scalar.rs")
+
+
+def _long_files(root: Path, limit: int) -> dict[str, int]:
+    long = {}
+    for top in ("rust_vdb", "python", "benchmarks"):
+        for path in sorted((root / top).rglob("*")):
+            rel = path.relative_to(root)
+            if path.suffix not in (".rs", ".py") or "target" in rel.parts or not path.is_file():
+                continue
+            if rel.as_posix().startswith(KERNELS) or "tests" in rel.parts or rel.name.startswith("test_"):
+                continue
+            lines = path.read_text(errors="replace").count("\n")
+            if lines > limit:
+                long[rel.as_posix()] = lines
+    return long
+
+
+def test_the_length_check_finds_a_long_file_and_spares_kernels_and_tests(tmp_path):
+    for rel in ("rust_vdb/core/src/big.rs", "rust_vdb/core/src/kernels/avx2.rs",
+                "rust_vdb/core/tests/engine.rs", "python/vdbbench/test_x.py", "benchmarks/ok.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n" * (3 if rel == "benchmarks/ok.py" else 4))
+    assert _long_files(tmp_path, 3) == {"rust_vdb/core/src/big.rs": 4}
+
+
+def test_no_source_file_over_the_line_limit():
+    long = _long_files(ROOT, MAX_LINES)
+    assert not long, f"over {MAX_LINES} lines (split them by what the parts hold): " + ", ".join(
+        f"{path} ({n})" for path, n in long.items())
