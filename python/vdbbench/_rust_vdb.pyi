@@ -57,7 +57,7 @@ class FlatIndex:
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """(D, I) of shape (nq, k), best first: D is the squared L2 distance for "l2", the
         similarity for "ip"/"cosine"; ties go to the smaller id. 1 <= k <= ntotal."""
-    def last_search_stats(self) -> dict[str, float | int] | None:
+    def last_search_stats(self) -> dict[str, float | int | dict[str, dict[str, float]]] | None:
         """Counts and seconds of the last search (see IvfIndex.last_search_stats)."""
     @property
     def ntotal(self) -> int: ...
@@ -133,7 +133,7 @@ class IvfIndex:
         Raises InvalidInput (wrong shape/dtype, NaN/inf, k <= 0 or k > ntotal, nprobe or
         rerank out of range, threads < 1) or NotReady (before train).
         """
-    def last_search_stats(self) -> dict[str, float | int] | None:
+    def last_search_stats(self) -> dict[str, float | int | dict[str, dict[str, float]]] | None:
         """Per-stage figures of the last search, or None before any: ``nq``, ``threads``,
         ``routing_s``, ``prescore_s`` (list scan: u8 codes, or f16/f32 vectors), ``rerank_s``,
         ``topk_s`` (stage seconds are summed over threads; a single query shared between threads
@@ -141,7 +141,10 @@ class IvfIndex:
         ``lists_probed``, ``centroids_scored`` (every centroid per query, or fewer through
         two-level routing), ``codes_scanned``, ``tails_read`` (split u8 codes: tails completed), ``candidates_reranked``, ``bytes_scanned``
         (centroids, scanned rows and reranked rows read: logical bytes, a batch re-reads lists
-        from the caches)."""
+        from the caches), and ``timers``: seconds of the parts of the stages, summed over threads
+        as the stages' are, ``{"routing": {"score", "select", "order"}, "prescore": {"prepare",
+        "seed_bounds", "tiles", "tile_offers", "short_runs", "lists", "merge"}}`` (a part the
+        search did not take is 0)."""
     def save(self, path: str | PathLike[str]) -> None:
         """Writes the index (versioned format, crc32) through a temporary file renamed into
         place, so a failed save never damages an existing file. OSError on I/O failure."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tempfile
@@ -178,12 +179,20 @@ def single_stages(adapter, queries, k: int, params: dict, threads: int) -> dict 
         if st is None:
             return None
         if total is None:
-            total = dict(st)
-            continue
-        for key, v in st.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                total[key] = max(total[key], v) if key == "threads" else total[key] + v
+            total = copy.deepcopy(dict(st))
+        else:
+            _add_stats(total, st)
     return total
+
+
+def _add_stats(total: dict, st: dict) -> None:
+    """Adds one call's counters (and its nested named timers, say `timers`) into `total`;
+    `threads` keeps the largest."""
+    for key, v in st.items():
+        if isinstance(v, dict) and isinstance(total.get(key), dict):
+            _add_stats(total[key], v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and key in total:
+            total[key] = max(total[key], v) if key == "threads" else total[key] + v
 
 
 def run_index(

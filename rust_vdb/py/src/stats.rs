@@ -31,5 +31,15 @@ pub fn to_dict<'py>(py: Python<'py>, s: &SearchStats) -> PyResult<Bound<'py, PyD
             d.set_item(name, v as u64)?;
         }
     }
+    // {stage: {timer: seconds}}, below the stage seconds
+    let timers = PyDict::new(py);
+    for (stage, named) in s.timers.by_stage() {
+        let t = PyDict::new(py);
+        for (name, v) in named {
+            t.set_item(name, v)?;
+        }
+        timers.set_item(stage, t)?;
+    }
+    d.set_item("timers", timers)?;
     Ok(d)
 }

@@ -2,6 +2,8 @@
 //! codes keeping the best `rerank` candidates, or f16 / f32 vectors keeping the best k), into
 //! one heap per query. One query's own scan, alone or shared between threads, is `single.rs`.
 
+use std::time::Instant;
+
 use super::probe::{Probe, RowRef};
 use super::{Ids, IvfIndex, SearchParams, Storage};
 use crate::kernels::{Kernels, TILE_QUERIES};
@@ -126,9 +128,11 @@ impl IvfIndex {
         if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
             // A block of queries over u8 codes (l2): the threshold test inside the kernel, and
             // the queries that probe the same list scored together in tiles.
-            self.scan_block_l2_u8(kern, probes, seeds, s);
+            self.scan_block_l2_u8(kern, probes, seeds, s, stats);
         } else {
+            let t = Instant::now();
             self.scan_probes(kern, qblock, probes, s);
+            stats.timers.prescore_lists_s += t.elapsed().as_secs_f64();
         }
         self.end_scan(s, stats);
     }
@@ -323,13 +327,25 @@ impl IvfIndex {
     /// `scan_list_below` (heads first, then the tails of the rows that pass). Each
     /// query's heap sees the same rows in the same order either way, so results do not depend
     /// on the grouping.
-    fn scan_block_l2_u8(&self, kern: &Kernels, probes: &[Probe], seeds: &[u32], s: &mut Prescore) {
+    fn scan_block_l2_u8(
+        &self,
+        kern: &Kernels,
+        probes: &[Probe],
+        seeds: &[u32],
+        s: &mut Prescore,
+        stats: &mut SearchStats,
+    ) {
         let dim = self.dim;
         let longest = self.lists.iter().map(|l| l.len()).max().unwrap_or(0);
         s.ubuf.resize(TILE_QUERIES * longest, 0);
         s.pbuf.resize(TILE_QUERIES * longest, 0);
         s.qtile.resize(TILE_QUERIES * dim, 0);
+        let t0 = Instant::now();
         self.seed_bounds(kern, seeds, s);
+        // the clock is read once or twice per tile or short run: `clock` is the last reading
+        let mut clock = Instant::now();
+        let timers = &mut stats.timers;
+        timers.prescore_seed_bounds_s += (clock - t0).as_secs_f64();
         let mut i = 0;
         while i < probes.len() {
             let li = probes[i].list();
@@ -343,6 +359,9 @@ impl IvfIndex {
                         let (p, u, t) = (&mut s.pbuf, &mut s.ubuf, &mut s.tails);
                         self.scan_list_below(kern, li, qcode, heap, p, u, t);
                     }
+                    let now = Instant::now();
+                    timers.prescore_short_runs_s += (now - clock).as_secs_f64();
+                    clock = now;
                     continue;
                 }
                 // The whole codes in the tile (head and tail blocks read together): with AMX a
@@ -373,6 +392,8 @@ impl IvfIndex {
                     &mut s.ubuf,
                     &mut counts,
                 );
+                let scanned = Instant::now();
+                timers.prescore_tiles_s += (scanned - clock).as_secs_f64();
                 // The ids of the rows that passed, asked for before any is read: the loop
                 // below reads one per row it pushes, and each would otherwise wait a DRAM
                 // latency on its own behind the compare's mispredicted branches.
@@ -396,19 +417,20 @@ impl IvfIndex {
                         }
                     }
                 }
+                clock = Instant::now();
+                timers.prescore_tile_offers_s += (clock - scanned).as_secs_f64();
             }
             i += run;
         }
     }
 
-    /// Per query of the block (`seeds`: its nearest list), a bound on its k-th best u8
-    /// distance (`s.bounds`; +inf where
-    /// there is none): the k-th smallest distance among the first `SEED_ROWS` rows of its
-    /// nearest list. Those rows are among the ones its search scans, so at least k of its
-    /// candidates lie at or under the bound, and no row above it can be among its k best. The
-    /// tiles test rows against the bound until the query's heap has a tighter threshold of
-    /// its own: in list order its first lists are mostly far ones, and with no bound every
-    /// row of the first would pass (half of all the rows the tiles handed back at 1M).
+    /// Per query of the block (`seeds`: its nearest list), a bound on its k-th best u8 distance
+    /// (`s.bounds`; +inf where there is none): the k-th smallest distance among the first
+    /// `SEED_ROWS` rows of its nearest list. Those rows are among the ones its search scans, so at
+    /// least k of its candidates lie at or under the bound, and no row above it can be among its k
+    /// best. The tiles test rows against the bound until the query's heap has a tighter threshold
+    /// of its own: in list order its first lists are mostly far ones, and with no bound every row
+    /// of the first would pass (half of all the rows the tiles handed back at 1M).
     fn seed_bounds(&self, kern: &Kernels, seeds: &[u32], s: &mut Prescore) {
         let dim = self.dim;
         let (h, t) = (self.head_dims(), dim - self.head_dims());

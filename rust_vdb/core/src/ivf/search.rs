@@ -171,6 +171,7 @@ impl IvfIndex {
             stats.nq += m as u64;
 
             self.prepare_prescore(p, &s.qblock, m, &mut s.pre);
+            stats.timers.prescore_prepare_s += t1.elapsed().as_secs_f64();
             if m == 1 {
                 let one = &mut s.one;
                 self.prescore_one(
@@ -206,9 +207,10 @@ impl IvfIndex {
     }
 
     /// Routing: copies the block's queries into `s.qblock` (normalised for cosine) and fills
-    /// `s.probes` with every probe, sorted so that each list's queries
-    /// follow one another (a block of one query: nearest list first). Two-level routing goes query by query; flat routing scores every
-    /// centroid with a matrix product per sub-block of `ROUTE_BLOCK` queries.
+    /// `s.probes` with every probe, sorted so that each list's queries follow one another (a
+    /// block of one query: nearest list first). Two-level routing goes query by query; flat
+    /// routing scores every centroid with a matrix product per sub-block of `ROUTE_BLOCK`
+    /// queries.
     fn route_block(
         &self,
         kern: &Kernels,
@@ -230,6 +232,7 @@ impl IvfIndex {
             .routing
             .as_ref()
             .filter(|_| SuperRouting::applies(nprobe, nlist));
+        let t0 = Instant::now();
         if let Some(r) = two_level {
             // Each query scores only the centroids of its nearest groups.
             let want = SuperRouting::want(nprobe, nlist);
@@ -261,7 +264,9 @@ impl IvfIndex {
                         .extend(s.order.iter().map(|&(_, li)| Probe::new(li as usize, qi)));
                 }
             }
+            stats.timers.route_score_s += t0.elapsed().as_secs_f64();
         } else {
+            let mut t = t0;
             for (bi, sub) in s.qblock.chunks(ROUTE_BLOCK * dim).enumerate() {
                 let mb = sub.len() / dim;
                 s.dots.resize(mb * nlist, 0.0);
@@ -275,6 +280,8 @@ impl IvfIndex {
                     dim,
                     &mut s.dots,
                 );
+                let scored = Instant::now();
+                stats.timers.route_score_s += (scored - t).as_secs_f64();
                 for qi in 0..mb {
                     let dots = &s.dots[qi * nlist..(qi + 1) * nlist];
                     route::select_lists(dots, &self.cnorms, sim, nprobe, &mut s.order);
@@ -282,6 +289,8 @@ impl IvfIndex {
                     s.probes
                         .extend(s.order.iter().map(|&(_, li)| Probe::new(li as usize, q)));
                 }
+                t = Instant::now();
+                stats.timers.route_select_s += (t - scored).as_secs_f64();
             }
             stats.centroids_scored += (m * nlist) as u64;
             stats.bytes_scanned += route::centroid_bytes(m, nlist, dim) as u64;
@@ -291,8 +300,10 @@ impl IvfIndex {
         // threshold then tightens soonest, and fewer rows pass the heads (split codes: 9.1% of
         // the rows read their tails in list order at 1M, nprobe 52).
         if m > 1 {
+            let t = Instant::now();
             nearest_lists(&s.probes, m, &mut s.seeds);
             sort_probes(&mut s.probes, nlist, &mut s.list_starts, &mut s.probes_tmp);
+            stats.timers.route_order_s += t.elapsed().as_secs_f64();
         }
     }
 }

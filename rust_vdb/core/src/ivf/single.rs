@@ -1,8 +1,10 @@
-//! One query's prescore (`prescore_one`): its lists nearest first, `CHUNK_ROWS` rows at a time behind a prefetch
-//! cursor (`Ahead`), the rows whose heads pass completed with their tails (`offer_rows`); and
-//! the same scan shared between the calling thread and helper threads (`scan_split`).
+//! One query's prescore (`prescore_one`): its lists nearest first, `CHUNK_ROWS` rows at a time
+//! behind a prefetch cursor (`Ahead`), the rows whose heads pass completed with their tails
+//! (`offer_rows`); and the same scan shared between the calling thread and helper threads
+//! (`scan_split`).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
 
 use super::prescore::{Prescore, QueryView, Tails};
 use super::probe::{Probe, RowRef};
@@ -39,9 +41,12 @@ impl IvfIndex {
         stats: &mut SearchStats,
     ) {
         let planned = self.begin_scan(probes, s, stats);
+        let t0 = Instant::now();
         if split > 1 && planned >= SPLIT_MIN_CODES && probes.len() > 1 && pool::may_share() {
             let read = AtomicU64::new(0);
             let parts = self.scan_split(kern, qblock, probes, s, split, &read);
+            let scanned = Instant::now();
+            stats.timers.prescore_lists_s += (scanned - t0).as_secs_f64();
             s.tails.read += read.into_inner();
             let heap = &mut s.heaps[0];
             for h in parts.iter().flatten() {
@@ -50,10 +55,14 @@ impl IvfIndex {
                 }
             }
             stats.threads = parts.len() as u64;
-        } else if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
-            self.scan_one_l2_u8(kern, probes, s, bufs);
+            stats.timers.prescore_merge_s += scanned.elapsed().as_secs_f64();
         } else {
-            self.scan_probes(kern, qblock, probes, s);
+            if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
+                self.scan_one_l2_u8(kern, probes, s, bufs);
+            } else {
+                self.scan_probes(kern, qblock, probes, s);
+            }
+            stats.timers.prescore_lists_s += t0.elapsed().as_secs_f64();
         }
         self.end_scan(s, stats);
     }
