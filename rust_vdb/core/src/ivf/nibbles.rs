@@ -15,7 +15,10 @@
 //! final threshold and ~15% at the seed bound it starts from, against ~45-65% for the u8
 //! heads: the rows' u8 codes are read for the few that pass.
 
-use super::InvList;
+use rayon::prelude::*;
+
+use super::{IvfIndex, InvList, Storage};
+use crate::metric::Metric;
 
 /// Rows per nibble block (one byte per row and pair of dimensions: a 256-bit vector).
 pub const BLOCK_ROWS: usize = 32;
@@ -47,11 +50,12 @@ impl Bins {
     }
 
     /// Runs of about equal population per position, from the rows' codes in stored order
-    /// (each row `dim` codes), then the extents of those rows.
-    pub fn train<'a>(rows: impl Iterator<Item = &'a [u8]> + Clone, dim: usize) -> Bins {
+    /// (each row a head and a tail block, `dim` codes together), then the extents of those
+    /// rows.
+    pub fn train<'a>(rows: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone, dim: usize) -> Bins {
         let mut hist = vec![0u64; dim * 256];
-        for row in rows.clone() {
-            for (p, &c) in row.iter().enumerate() {
+        for (head, tail) in rows.clone() {
+            for (p, &c) in head.iter().chain(tail).enumerate() {
                 hist[p * 256 + c as usize] += 1;
             }
         }
@@ -65,15 +69,15 @@ impl Bins {
             lo: vec![u8::MAX; dim * 16],
             hi: vec![0; dim * 16],
         };
-        for row in rows {
-            bins.widen(row);
+        for (head, tail) in rows {
+            bins.widen(head, tail);
         }
         bins
     }
 
-    /// Takes a stored row's codes into the runs' extents.
-    pub fn widen(&mut self, row: &[u8]) {
-        for (p, &c) in row.iter().enumerate() {
+    /// Takes a stored row's codes (head and tail blocks) into the runs' extents.
+    pub fn widen(&mut self, head: &[u8], tail: &[u8]) {
+        for (p, &c) in head.iter().chain(tail).enumerate() {
             let h = p * 16 + self.map[p * 256 + c as usize] as usize;
             self.lo[h] = self.lo[h].min(c);
             self.hi[h] = self.hi[h].max(c);
@@ -117,15 +121,10 @@ impl Bins {
 
     /// The nibble blocks of a whole list (codes split as `head` + `tail` per row).
     pub fn pack(&self, list: &InvList, head: usize, tail: usize) -> Vec<u8> {
-        let n = list.len();
-        let mut nib = Vec::with_capacity(n.div_ceil(BLOCK_ROWS) * self.block_bytes());
-        for r in 0..n {
-            let t = if tail > 0 {
-                &list.tail[r * tail..(r + 1) * tail]
-            } else {
-                &[][..]
-            };
-            self.put_row(&mut nib, r, &list.codes[r * head..(r + 1) * head], t);
+        let mut nib = Vec::with_capacity(list.len().div_ceil(BLOCK_ROWS) * self.block_bytes());
+        for r in 0..list.len() {
+            let (h, t) = row_blocks(list, r, head, tail);
+            self.put_row(&mut nib, r, h, t);
         }
         nib
     }
@@ -141,22 +140,77 @@ impl Bins {
     }
 
     /// Query `q`'s table (codes in stored order) at scale `s` into `out`
-    /// (`table_bytes()`): `out[p * 16 + h] = min(255, gap(q[p], run h)^2 / s)`, 0 for padding
-    /// and for runs with no stored code.
+    /// (`table_bytes()`): `out[p * 16 + h] <= min(255, gap(q[p], run h)^2 / s)`, 0 for
+    /// padding. The division is a multiplication by floor(2^32 / s), which rounds down (an
+    /// entry may fall one short of the quotient: still a bound). Runs with no stored code get
+    /// some value no row looks up.
     pub fn table(&self, q: &[u8], s: u32, out: &mut [u8]) {
-        out.fill(0);
-        for (p, &qc) in q.iter().enumerate() {
+        let inv = (1u64 << 32) / s.max(1) as u64;
+        out[q.len() * 16..].fill(0);
+        for ((&qc, o), (lo, hi)) in q
+            .iter()
+            .zip(out.chunks_exact_mut(16))
+            .zip(self.lo.chunks_exact(16).zip(self.hi.chunks_exact(16)))
+        {
             for h in 0..16 {
-                let (lo, hi) = (self.lo[p * 16 + h], self.hi[p * 16 + h]);
-                if lo > hi {
-                    continue;
+                let gap = lo[h].saturating_sub(qc) as u64 + qc.saturating_sub(hi[h]) as u64;
+                o[h] = (((gap * gap) * inv) >> 32).min(255) as u8;
+            }
+        }
+    }
+}
+
+/// Row r's head and tail code blocks.
+#[inline]
+fn row_blocks(list: &InvList, r: usize, head: usize, tail: usize) -> (&[u8], &[u8]) {
+    (
+        &list.codes[r * head..(r + 1) * head],
+        &list.tail[r * tail..(r + 1) * tail],
+    )
+}
+
+impl IvfIndex {
+    /// Whether this index keeps nibbles: u8 codes compared by l2, dims the filter takes.
+    pub(crate) fn keeps_nibbles(&self) -> bool {
+        self.storage == Storage::U8F16 && self.metric == Metric::L2 && Bins::fits(self.dim)
+    }
+
+    /// Brings the bins and every list's nibbles up to date: from all stored codes when there
+    /// are no bins yet (the first add, a load), else by taking in the rows past `old[li]` of
+    /// each list (a later add: the runs stay, their extents widen).
+    pub(crate) fn update_nibbles(&mut self, old: Option<&[usize]>) {
+        if !self.keeps_nibbles() {
+            return;
+        }
+        let (head, tail) = (self.head_dims(), self.dim - self.head_dims());
+        match (&mut self.bins, old) {
+            (Some(bins), Some(old)) => {
+                for (l, &o) in self.lists.iter_mut().zip(old) {
+                    for r in o..l.len() {
+                        let (h, t) = row_blocks(l, r, head, tail);
+                        bins.widen(h, t);
+                    }
                 }
-                let gap = if qc < lo {
-                    (lo - qc) as u32
-                } else {
-                    qc.saturating_sub(hi) as u32
-                };
-                out[p * 16 + h] = ((gap * gap) / s).min(255) as u8;
+                for (l, &o) in self.lists.iter_mut().zip(old) {
+                    let mut nib = std::mem::take(&mut l.nib);
+                    for r in o..l.len() {
+                        let (h, t) = row_blocks(l, r, head, tail);
+                        bins.put_row(&mut nib, r, h, t);
+                    }
+                    l.nib = nib;
+                }
+            }
+            _ => {
+                let rows = self
+                    .lists
+                    .iter()
+                    .flat_map(|l| (0..l.len()).map(move |r| row_blocks(l, r, head, tail)));
+                let bins = Bins::train(rows, self.dim);
+                self.lists
+                    .par_iter_mut()
+                    .with_min_len(16)
+                    .for_each(|l| l.nib = bins.pack(l, head, tail));
+                self.bins = Some(bins);
             }
         }
     }
@@ -225,7 +279,7 @@ mod tests {
     fn runs_cover_every_value_in_order_and_split_the_population() {
         let dim = 8;
         let data = rows(4000, dim, 1);
-        let bins = Bins::train(data.chunks_exact(dim), dim);
+        let bins = Bins::train(data.chunks_exact(dim).map(|r| (r, &[][..])), dim);
         for p in 0..dim {
             let m = &bins.map[p * 256..(p + 1) * 256];
             assert_eq!(m[0], 0);
@@ -239,7 +293,7 @@ mod tests {
     fn the_table_sum_bounds_the_distance_from_below() {
         for dim in [5usize, 16, 128] {
             let data = rows(600, dim, dim as u64);
-            let bins = Bins::train(data.chunks_exact(dim), dim);
+            let bins = Bins::train(data.chunks_exact(dim).map(|r| r.split_at(dim / 2)), dim);
             let queries = rows(20, dim, 99);
             let mut table = vec![0u8; bins.table_bytes()];
             for q in queries.chunks_exact(dim) {
@@ -270,7 +324,7 @@ mod tests {
     fn rows_pack_into_blocks_of_nibbles() {
         let dim = 6;
         let data = rows(70, dim, 3);
-        let bins = Bins::train(data.chunks_exact(dim), dim);
+        let bins = Bins::train(data.chunks_exact(dim).map(|r| (r, &[][..])), dim);
         let mut nib = Vec::new();
         for (r, row) in data.chunks_exact(dim).enumerate() {
             bins.put_row(&mut nib, r, &row[..4], &row[4..]);

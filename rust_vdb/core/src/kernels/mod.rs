@@ -152,8 +152,9 @@ pub struct Kernels {
     /// with saturation at 255) is at most `thrs[j]`. At most 257 groups (sums stay exact in
     /// u16).
     pub nib_lb_below: NibLbBelow,
-    /// Whether the batch prescore filters rows with `nib_lb_below` before scoring their codes
-    /// (measured per table: the AVX-512 tables' tiles are not yet measured against it).
+    /// Whether a single query's prescore filters rows with `nib_lb_below` before scoring
+    /// their codes (per table: the VNNI tables score u8 codes at a rate not yet measured
+    /// against it).
     pub nib_filter: bool,
 }
 
