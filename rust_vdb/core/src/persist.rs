@@ -305,7 +305,6 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         sq,
         split: None,
         lists,
-        bins: None,
         ntotal,
         codes_exact: false,
     };
@@ -325,7 +324,6 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
             l.fill_terms(h, t);
         }
     }
-    index.update_nibbles(None);
     index.set_centroids(centroids);
     index.codes_exact = index.compute_codes_exact();
     index.advise_huge_pages();

@@ -82,7 +82,6 @@ impl IvfIndex {
         self.split = split;
         self.set_centroids(km.centroids);
         self.lists = vec![InvList::default(); nlist];
-        self.bins = None;
         Ok(())
     }
 
@@ -102,9 +101,7 @@ impl IvfIndex {
         // Nothing is mutated before every vector is assigned: an interrupted add leaves the
         // index as it was.
         let asg = self.assign_lists(x, threads, interrupt)?;
-        let old: Vec<usize> = self.lists.iter().map(InvList::len).collect();
         let exact = self.fill_lists(x, &asg, ids, threads)?;
-        self.update_nibbles(self.bins.is_some().then_some(&old[..]));
         self.codes_exact &= exact;
         self.ntotal += n;
         self.advise_huge_pages();

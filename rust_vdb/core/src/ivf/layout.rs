@@ -31,9 +31,6 @@ pub struct InvList {
     pub terms: Vec<i32>,
     /// The same of each tail (with a split).
     pub tail_terms: Vec<i32>,
-    /// The rows' 4-bit bins ("u8+f16" with L2), 32 rows to a block (`nibbles`): the batch
-    /// prescore's filter. Derived data: rebuilt on load, never stored.
-    pub nib: Vec<u8>,
 }
 
 impl InvList {
@@ -354,7 +351,6 @@ impl IvfIndex {
                     (l.terms.as_ptr() as usize, l.terms.len() * 4),
                     (l.tail.as_ptr() as usize, l.tail.len()),
                     (l.tail_terms.as_ptr() as usize, l.tail_terms.len() * 4),
-                    (l.nib.as_ptr() as usize, l.nib.len()),
                     (l.vf16.as_ptr() as usize, f16),
                     (l.vf32.as_ptr() as usize, l.vf32.len() * 4),
                 ]

@@ -7,9 +7,7 @@
 //! the top k).
 
 mod build;
-mod filtered;
 mod layout;
-pub mod nibbles;
 mod prescore;
 mod probe;
 mod rerank;
@@ -117,9 +115,6 @@ pub struct IvfIndex {
     /// derived from the codes at train and load, never stored).
     pub(crate) split: Option<CodeSplit>,
     pub(crate) lists: Vec<InvList>,
-    /// The 4-bit bins of the codes behind each list's `nib` (derived: from the codes of the
-    /// first add, or of all rows on load; None where `keeps_nibbles` is false).
-    pub(crate) bins: Option<nibbles::Bins>,
     pub(crate) ntotal: usize,
     /// u8+f16 with L2: every stored vector's u8 codes decode exactly to its f16 values (integer
     /// data such as SIFT, step 1). The u8 distance of a query whose own codes are exact is then
@@ -154,7 +149,6 @@ impl IvfIndex {
             routing: None,
             sq: None,
             split: None,
-            bins: None,
             lists: Vec::new(),
             ntotal: 0,
             codes_exact: storage == Storage::U8F16 && metric == Metric::L2,
@@ -265,7 +259,6 @@ impl IvfIndex {
                     + l.vf16.len() * 2
                     + l.vf32.len() * 4
                     + l.terms.len() * 4
-                    + l.nib.len()
             })
             .sum();
         let sq = self

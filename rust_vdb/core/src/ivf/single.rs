@@ -186,30 +186,22 @@ impl IvfIndex {
         let (qhead, qtail) = qcode.split_at(h);
         let mut ahead: Option<Ahead> = None;
         let mut last = None;
-        bufs.one.reset();
         while let Some(i) = take() {
             let li = probes[i].list();
-            let own = heap.tightened();
-            let bound = shared.map_or(own, |b| b.offer(own));
-            if self.filter_ready(kern, qcode, bound, &mut bufs.one) {
-                // from the first finite threshold on: the nibbles first, then the codes of the
-                // rows whose bound passes
-                let next = order.next(i).and_then(|n| probes.get(n)).map(|p| p.list());
-                self.scan_list_filtered(kern, li, qcode, bound, heap, &mut bufs.one, next);
-                last = None;
-                continue;
-            }
             if ahead.is_none() || last.and_then(|l| order.next(l)) != Some(i) {
                 ahead = Some(Ahead::at(&self.lists, probes, i, order, h));
             }
             last = Some(i);
             let cursor = ahead.as_mut().expect("set above");
+            let own = heap.tightened();
+            let bound = match shared {
+                Some(b) => b.offer(own),
+                None => own,
+            };
             let c = self.head_scan(kern, qhead, li, bound, &mut bufs.rows, cursor);
             let (pos, dist) = (&bufs.rows.0[..c], &bufs.rows.1[..c]);
             self.offer_rows(kern, li, qtail, pos, dist, bound, heap, &mut bufs.tails);
         }
-        // the rows the filter passed read their codes: counted with the tails
-        bufs.tails.read += std::mem::take(&mut bufs.one.passed);
     }
 
     /// The rows of list `li` whose heads are at or under `thr` (u8 l2, `qhead` the query's
@@ -355,8 +347,6 @@ impl Order {
 pub(super) struct ScanBufs {
     rows: (Vec<u32>, Vec<u32>),
     pub tails: Tails,
-    /// The query's 4-bit filter table (`filtered.rs`).
-    pub one: super::filtered::OneTable,
 }
 
 /// A prefetch cursor over the u8 codes and l2 terms of a query's probed lists, in visiting

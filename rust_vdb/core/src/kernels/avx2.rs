@@ -44,8 +44,6 @@ pub static AVX2: Kernels = Kernels {
     l2_u8_tile_all,
     tile_all_fast: false,
     argmin_score,
-    nib_lb_below,
-    nib_filter: true,
 };
 
 /// This table's `l2_u8_batch_pre` for each query of the tile in turn.
@@ -911,80 +909,4 @@ fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
     check_pair(src.len(), dst.len());
     // SAFETY: lengths checked; table handed out only after the feature check (see above).
     unsafe { f16_to_f32_impl(src, dst) }
-}
-
-/// `Kernels::nib_lb_below` on AVX2: per block, each pair of dims' 32 bytes is loaded and split
-/// into low and high nibbles once, then looked up (`vpshufb`, the 16-entry table broadcast to
-/// both lanes) in up to four queries' tables at a time; four dims' entries are added in u8 with
-/// saturation, then into even and odd rows' u16 sums.
-pub(super) fn nib_lb_below(tables: &[&[u8]], thrs: &[u16], blocks: &[u8], masks: &mut [u32]) {
-    let (groups, nb) = super::check_nib(tables, thrs, blocks, masks);
-    let mut j = 0;
-    while j < tables.len() {
-        let q = (tables.len() - j).min(4);
-        let t = &tables[j..j + q];
-        let (th, out) = (&thrs[j..j + q], &mut masks[j * nb..(j + q) * nb]);
-        // SAFETY: the table is handed out only where avx2 was detected (module comment);
-        // check_nib checked that every table holds 64 * groups bytes, that blocks holds nb
-        // blocks of 64 * groups bytes and masks one value per query and block.
-        unsafe {
-            match q {
-                4 => nib_lb_impl::<4>(t, th, blocks, groups, nb, out),
-                3 => nib_lb_impl::<3>(t, th, blocks, groups, nb, out),
-                2 => nib_lb_impl::<2>(t, th, blocks, groups, nb, out),
-                _ => nib_lb_impl::<1>(t, th, blocks, groups, nb, out),
-            }
-        }
-        j += q;
-    }
-}
-
-/// `nib_lb_below` for Q queries. Caller: avx2 present, `tables[..Q]` of 64 * groups bytes,
-/// `blocks` of nb * 64 * groups bytes, `masks` of Q * nb values.
-#[target_feature(enable = "avx2")]
-unsafe fn nib_lb_impl<const Q: usize>(
-    tables: &[&[u8]],
-    thrs: &[u16],
-    blocks: &[u8],
-    groups: usize,
-    nb: usize,
-    masks: &mut [u32],
-) {
-    let low = _mm256_set1_epi8(0x0F);
-    let odd_bytes = _mm256_set1_epi16(0xFF00u16 as i16);
-    let tp: [*const u8; Q] = std::array::from_fn(|q| tables[q].as_ptr());
-    let thr: [__m256i; Q] = std::array::from_fn(|q| _mm256_set1_epi16(thrs[q] as i16));
-    let bcast = |p: *const u8| _mm256_broadcastsi128_si256(_mm_loadu_si128(p as *const __m128i));
-    for b in 0..nb {
-        let blk = blocks.as_ptr().add(b * groups * 64);
-        let mut even = [_mm256_setzero_si256(); Q];
-        let mut odd = [_mm256_setzero_si256(); Q];
-        for g in 0..groups {
-            let c0 = _mm256_loadu_si256(blk.add(g * 64) as *const __m256i);
-            let c1 = _mm256_loadu_si256(blk.add(g * 64 + 32) as *const __m256i);
-            let l0 = _mm256_and_si256(c0, low);
-            let h0 = _mm256_and_si256(_mm256_srli_epi16(c0, 4), low);
-            let l1 = _mm256_and_si256(c1, low);
-            let h1 = _mm256_and_si256(_mm256_srli_epi16(c1, 4), low);
-            for q in 0..Q {
-                let t = tp[q].add(g * 64);
-                let a = _mm256_shuffle_epi8(bcast(t), l0);
-                let bb = _mm256_shuffle_epi8(bcast(t.add(16)), h0);
-                let c = _mm256_shuffle_epi8(bcast(t.add(32)), l1);
-                let d = _mm256_shuffle_epi8(bcast(t.add(48)), h1);
-                let s = _mm256_adds_epu8(_mm256_adds_epu8(a, bb), _mm256_adds_epu8(c, d));
-                // as u16 lanes: even row + 256 * odd row (wrapping), and the odd row alone
-                even[q] = _mm256_add_epi16(even[q], s);
-                odd[q] = _mm256_add_epi16(odd[q], _mm256_srli_epi16(s, 8));
-            }
-        }
-        for q in 0..Q {
-            let e = _mm256_sub_epi16(even[q], _mm256_slli_epi16(odd[q], 8));
-            let pe = _mm256_cmpeq_epi16(_mm256_min_epu16(e, thr[q]), e);
-            let po = _mm256_cmpeq_epi16(_mm256_min_epu16(odd[q], thr[q]), odd[q]);
-            // byte r of the blend is row r's verdict: even rows in low bytes, odd in high
-            let m = _mm256_blendv_epi8(pe, po, odd_bytes);
-            *masks.get_unchecked_mut(q * nb + b) = _mm256_movemask_epi8(m) as u32;
-        }
-    }
 }

@@ -59,9 +59,6 @@ pub type L2U8TileBelow =
 /// `l2_u8_tile_all(qs, rows, row_terms, out)`.
 pub type L2U8TileAll = fn(&[u8], &[u8], &[i32], &mut [u32]);
 
-/// `nib_lb_below(tables, thrs, blocks, masks)`.
-pub type NibLbBelow = fn(&[&[u8]], &[u16], &[u8], &mut [u32]);
-
 /// The most queries one `l2_u8_tile_below` call takes (one per lane of a 512-bit vector).
 pub const TILE_QUERIES: usize = 16;
 
@@ -144,18 +141,6 @@ pub struct Kernels {
     /// Nearest centroid from its inner products: `(j, score)` of the first smallest score,
     /// -dots[j] (`ip`) or norms[j] - 2 dots[j]. Exact: every level returns the scalar answer.
     pub argmin_score: ArgminScore,
-    /// The 4-bit filter of the u8 prescore (`ivf::nibbles`): for each query j of `tables`
-    /// (one table of `16 * 4 * groups` bytes each: 16 u8 entries per dimension, dims padded to
-    /// a multiple of four) and each block b of `blocks` (`64 * groups` bytes: for each pair of
-    /// dims, 32 bytes, byte r = row r's nibble of the even dim | the odd dim's << 4),
-    /// `masks[j * nb + b]` gets bit r set when row r's sum of its four-dim groups (each summed
-    /// with saturation at 255) is at most `thrs[j]`. At most 257 groups (sums stay exact in
-    /// u16).
-    pub nib_lb_below: NibLbBelow,
-    /// Whether a single query's prescore filters rows with `nib_lb_below` before scoring
-    /// their codes (per table: the VNNI tables score u8 codes at a rate not yet measured
-    /// against it).
-    pub nib_filter: bool,
 }
 
 pub static SCALAR: Kernels = Kernels {
@@ -184,28 +169,7 @@ pub static SCALAR: Kernels = Kernels {
     l2_u8_tile_all: scalar::l2_u8_tile_all,
     tile_all_fast: false,
     argmin_score: scalar::argmin_score,
-    nib_lb_below: scalar::nib_lb_below,
-    nib_filter: true,
 };
-
-/// Checks the arguments of `nib_lb_below`; returns (groups, blocks).
-#[inline]
-pub(crate) fn check_nib(
-    tables: &[&[u8]],
-    thrs: &[u16],
-    blocks: &[u8],
-    masks: &[u32],
-) -> (usize, usize) {
-    let tb = tables.first().map_or(64, |t| t.len());
-    assert!(tb >= 64 && tb % 64 == 0 && tb / 64 <= 257, "table of {tb} bytes");
-    assert!(tables.iter().all(|t| t.len() == tb), "tables of different lengths");
-    assert_eq!(thrs.len(), tables.len(), "one threshold per table");
-    let groups = tb / 64;
-    assert_eq!(blocks.len() % (groups * 64), 0, "blocks not whole");
-    let nb = blocks.len() / (groups * 64);
-    assert!(masks.len() >= tables.len() * nb, "masks too short");
-    (groups, nb)
-}
 
 /// sum(q^2) of a u8 code vector, modulo 2^32: the query's term of the rewritten l2
 /// (`Kernels::l2_u8_batch_pre`), computed once per query by the SIMD tables.

@@ -235,32 +235,3 @@ fn argmin_body<const IP: bool>(dots: &[f32], norms: &[f32]) -> (u32, f32) {
     }
     (best, best_s)
 }
-
-/// `Kernels::nib_lb_below`: per query and block, the rows whose table sum is at most the
-/// query's threshold (each group of four dims summed with saturation at 255, as the SIMD
-/// kernels add u8 lanes).
-pub fn nib_lb_below(tables: &[&[u8]], thrs: &[u16], blocks: &[u8], masks: &mut [u32]) {
-    let (groups, nb) = super::check_nib(tables, thrs, blocks, masks);
-    let bb = groups * 64;
-    for (j, (t, &thr)) in tables.iter().zip(thrs).enumerate() {
-        for (b, blk) in blocks.chunks_exact(bb).enumerate() {
-            let mut m = 0u32;
-            for r in 0..32 {
-                let mut sum = 0u32;
-                for g in 0..groups {
-                    let (c0, c1) = (blk[g * 64 + r] as usize, blk[g * 64 + 32 + r] as usize);
-                    let tg = &t[g * 64..(g + 1) * 64];
-                    let grp = tg[c0 & 15] as u32
-                        + tg[16 + (c0 >> 4)] as u32
-                        + tg[32 + (c1 & 15)] as u32
-                        + tg[48 + (c1 >> 4)] as u32;
-                    sum += grp.min(255);
-                }
-                if sum <= thr as u32 {
-                    m |= 1 << r;
-                }
-            }
-            masks[j * nb + b] = m;
-        }
-    }
-}

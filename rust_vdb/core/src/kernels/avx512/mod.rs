@@ -45,9 +45,6 @@ pub static AVX512: Kernels = Kernels {
     l2_u8_tile_all: super::avx2::l2_u8_tile_all,
     tile_all_fast: false,
     argmin_score,
-    // the AVX2 filter (the 512-bit form would need VBMI's vpermb for 64-entry tables)
-    nib_lb_below: super::avx2::nib_lb_below,
-    nib_filter: true,
 };
 
 /// `AVX512_VNNI` with the query tiles scored by AMX (`l2_u8_tile_below_amx`), for CPUs with
@@ -74,9 +71,6 @@ pub static AVX512_VNNI: Kernels = Kernels {
     // 4, not 12: +11.8% batch (paired, the agent judge) on a 2-core EPYC with VNNI and no AMX
     tile_min_queries: 4,
     l2_u8_tile_all: l2_u8_tile_all_vnni,
-    // VNNI scores 64 dims of a row per `vpdpbusd`; whether the filter still pays there is
-    // not measured (no AVX-512 machine here).
-    nib_filter: false,
     ..AVX512
 };
 
