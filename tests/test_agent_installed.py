@@ -119,19 +119,9 @@ def test_readme_agent_command_as_typed_from_a_checkout(installed, agent_env, tmp
     server = FakeEndpoint([{"content": "Looking around first.",
                             "tool_calls": [("read_file", {"path": "rust_vdb/core/src/lib.rs", "start_line": 1, "end_line": 5}),
                                            ("submit", {"message": "nothing changed yet"})]}])
-    # The session builds this engine in release from the clone; its dependencies (gemm, rayon,
-    # half...) come from a copy of this checkout's release folder, left by the wheel build above,
-    # so the clone's own crates, pyo3 and the fat-LTO link are what is built again. A copy, not
-    # hard links: cargo rewrites some files in place.
-    env = dict(agent_env)
-    release = ROOT / "target" / "release"
-    if release.is_dir():
-        shutil.copytree(release, tmp_path / "cargo-target" / "release", symlinks=True,
-                        ignore=shutil.ignore_patterns("maturin", "wheels"))
-        env["VDBBENCH_AGENT_TARGET_DIR"] = str(tmp_path / "cargo-target")
     try:
         argv = with_value(with_value(argv, "--model", "scripted-model"), "--base-url", server.base_url)
-        proc = subprocess.run([str(installed["bin"]), *argv], cwd=checkout, env=env, capture_output=True,
+        proc = subprocess.run([str(installed["bin"]), *argv], cwd=checkout, env=agent_env, capture_output=True,
                               text=True, timeout=1500)
     finally:
         server.close()
