@@ -265,3 +265,19 @@ def test_judge_quality_counts_false_accepts_and_power(env, tmp_path):
     assert 0 <= figures["false_accepts"] <= 1 and 0 <= figures["power_accepts"] <= 1
     assert f"false accepts: {figures['false_accepts']} of 1 no-effect submissions" in proc.stdout
     assert f"power: {figures['power_accepts']} of 1 real-gain submissions accepted" in proc.stdout
+
+
+def test_judge_quality_engine_edits_apply_to_the_engine_at_head():
+    """`judge_quality.py --card optimize-ivf-1m` edits this project's engine as HEAD has it: the
+    slowed copy's extra pass goes in at its anchor in ivf/prescore.rs, and every no-effect edit
+    changes the file without touching the extra pass. (A real run is minutes at 1M: the figures
+    are in benchmarks/results/judge-quality-1m.md.)"""
+    sys.path.insert(0, str(BENCH))
+    import judge_quality as jq
+
+    fast = jq.engine_sources("HEAD")
+    slow = jq.engine_slow(fast, 10)
+    assert "const EXTRA_PERCENT: usize = 10;" in slow and "std::hint::black_box" in slow
+    assert slow.index(jq.ENGINE_ANCHOR) < slow.index("EXTRA_PERCENT / 100")
+    edits = {jq.engine_no_effect(fast, i) for i in range(4)}
+    assert len(edits) == 4 and fast not in edits and all("EXTRA_PERCENT" not in e for e in edits)
