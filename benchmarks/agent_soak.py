@@ -3,7 +3,7 @@ thousands of tool calls) drives the real loop on a small card, with a resume in 
 the harness is held to what the script knows.
 
     python benchmarks/agent_soak.py                       # 600 submissions (about an hour on 2 cores)
-    python benchmarks/agent_soak.py --submissions 60      # the test suite's version
+    python benchmarks/agent_soak.py --submissions 40      # the test suite's version
     nice -n 15 python benchmarks/agent_soak.py --json soak.json --workdir /tmp/soak
 
 The engine is the agent tests' fixture (a brute-force scan over 3,000 32-d vectors) rewritten

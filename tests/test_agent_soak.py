@@ -1,4 +1,4 @@
-"""The soak (benchmarks/agent_soak.py) at the test suite's length: about 60 submissions of a
+"""The soak (benchmarks/agent_soak.py) at the test suite's length: 40 submissions of a
 scripted model through the real loop on the fixture engine (real builds, candidate processes and
 judge), stopped by a budget halfway and resumed, with no-effect edits, real gains of 3-15%, regressions, build
 failures and recall breaks, each known to the script. The full soak (600 submissions) is run by
@@ -22,14 +22,14 @@ import agent_soak  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")
 
-SUBMISSIONS = 60
+SUBMISSIONS = 40
 
 
 @pytest.fixture(scope="module")
 def soak(tmp_path_factory):
-    # Its own cargo target folder: sessions of other runs building in a shared one can overwrite
-    # the uplifted library between a build and its copy (the first build here takes a minute).
-    target = REPO / "target" / "agent-soak-test"
+    # The fixture engine's shared cargo folder, warm from the other agent tests (a cold one costs
+    # a minute); sessions sharing it take turns from a build to the copy of its library.
+    target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or REPO / "target" / "agent-fixture")
     old = os.environ.get("VDBBENCH_AGENT_TARGET_DIR")
     os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(target)
     try:
