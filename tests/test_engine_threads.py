@@ -78,11 +78,21 @@ def test_concurrent_searches_agree_with_serial(index_and_queries):
         np.testing.assert_array_equal(d0, d1)
 
 
+@pytest.fixture
+def always_share():
+    """Single queries share whenever a helper is free: on a machine busy with other work (the
+    other test workers) the default policy would rightly keep every query on one thread."""
+    assert vb.single_query_sharing() == "auto"
+    vb.single_query_sharing("always")
+    yield
+    vb.single_query_sharing("auto")
+
+
 def assert_shared_queries_equal_one_thread(idx, queries, nprobes, min_rows):
     """Each query one per call at one thread and at two, for every nprobe: the same ids and
     distances. A helper joins only if it wakes before the caller is done (tens of µs on a
-    small, cached index), and after a stall (a busy machine) queries run alone for up to a
-    second, so queries go on past `min_rows`, cycling, until five were shared or 5 s went by."""
+    small, cached index), so queries go on past `min_rows`, cycling, until five were shared or
+    5 s went by."""
     shared, t0 = 0, time.perf_counter()
     for i in range(10**6):
         r = i % queries.shape[0]
@@ -98,14 +108,14 @@ def assert_shared_queries_equal_one_thread(idx, queries, nprobes, min_rows):
     assert shared > 0, "a helper thread never joined a single-query scan"
 
 
-def test_a_single_query_shared_between_threads_equals_one_thread(index_and_queries):
+def test_a_single_query_shared_between_threads_equals_one_thread(index_and_queries, always_share):
     idx, queries = index_and_queries
     # nprobe 64 / 400 of ~566 lists: ~2,300 / ~14,000 vectors, over the sharing threshold.
     assert_shared_queries_equal_one_thread(idx, queries, (64, 400), min_rows=60)
 
 
 @pytest.mark.parametrize("storage, metric", [("u8+f16", "cosine"), ("f16", "l2"), ("f32", "ip")])
-def test_a_shared_single_query_equals_one_thread_for_every_storage_and_metric(storage, metric):
+def test_a_shared_single_query_equals_one_thread_for_every_storage_and_metric(storage, metric, always_share):
     # The runs of a shared query claim lists from both ends; only u8 l2 shares thresholds,
     # the others keep a heap each: either way the union's k best are one thread's.
     base, queries = synth_float(12_000, 200, dim=32, seed=5)
@@ -269,3 +279,21 @@ def test_huge_page_advice_never_changes_results():
         assert r.returncode == 0, r.stderr
         out.append(r.stdout.strip())
     assert out[0] == out[1] and len(out[0]) == 64
+
+
+def test_single_query_sharing_is_a_process_policy(index_and_queries):
+    idx, queries = index_and_queries
+    assert vb.single_query_sharing() == "auto"
+    with pytest.raises(vb.InvalidInput, match="unknown sharing policy"):
+        vb.single_query_sharing("sometimes")
+    assert vb.single_query_sharing() == "auto", "a refused policy changes nothing"
+    try:
+        assert vb.single_query_sharing("never") == "never"
+        d1, i1 = idx.search(queries[:1], k=10, nprobe=400, threads=1)
+        for _ in range(20):
+            d2, i2 = idx.search(queries[:1], k=10, nprobe=400, threads=2)
+            assert idx.last_search_stats()["threads"] == 1
+        np.testing.assert_array_equal(i1, i2)
+        np.testing.assert_array_equal(d1, d2)
+    finally:
+        vb.single_query_sharing("auto")

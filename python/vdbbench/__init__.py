@@ -25,6 +25,7 @@ _ENGINE_NAMES = (
     "simd_level",
     "available_simd_levels",
     "set_simd_level",
+    "single_query_sharing",
 )
 
 __all__ = list(_ENGINE_NAMES) + ["__version__"]

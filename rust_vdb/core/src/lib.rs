@@ -18,6 +18,7 @@ pub mod quant;
 pub mod rng;
 pub mod route;
 pub mod search_stats;
+pub mod sharing;
 pub mod topk;
 pub mod validate;
 

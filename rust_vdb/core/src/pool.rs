@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use rayon::{ThreadPool, ThreadPoolBuilder};
 
 use crate::error::{Result, VdbError};
+use crate::sharing::{self, Sharing};
 
 /// The most threads a call may ask for (a guard against typos such as threads=10**6).
 pub const MAX_THREADS: usize = 1024;
@@ -284,12 +285,23 @@ fn thread_cpu() -> Option<Duration> {
     None
 }
 
-/// Whether a single query should share its scan now: there are helpers, and no recent stall
-/// says this machine's cores are busy (`Backoff`). A query told no scans alone on the
-/// one-thread path (its prefetch cursor runs on across lists), not on a split path without
-/// helpers.
-pub fn may_share() -> bool {
-    !helpers().is_empty() && BACKOFF.may_share()
+/// How many of `want` helper threads a single query should share its scan with now: none
+/// while a recent stall says this machine's cores are busy (`Backoff`), and no more than the
+/// cores other processes' work leaves free beside the caller's (`sharing::others`). A query given
+/// none scans alone on the one-thread path (its prefetch cursor runs on across lists), not on
+/// a split path without helpers.
+pub fn helpers_free(want: usize) -> usize {
+    let helpers = helpers().len();
+    let n = want.min(helpers);
+    match sharing::policy() {
+        Sharing::Never => 0,
+        Sharing::Always => n,
+        Sharing::Auto if n == 0 || !BACKOFF.may_share() => 0,
+        Sharing::Auto => match sharing::others() {
+            Some(others) => n.min(sharing::free_beside_caller(helpers + 1, others)),
+            None => n,
+        },
+    }
 }
 
 /// Runs `work` on the calling thread and, at once, on up to `helpers` helper threads (fewer
@@ -302,7 +314,7 @@ pub fn may_share() -> bool {
 /// HELPER_SPIN after each job, so a call that follows another finds them awake. A helper
 /// that did start is waited for, even when the caller's own run panics. A panic in any run
 /// is re-raised on the caller once every started helper has finished. A call whose caller
-/// waited for a stalled helper is recorded for `may_share`.
+/// waited for a stalled helper is recorded for `helpers_free`.
 pub fn run_shared<R: Send>(helpers: usize, work: &(dyn Fn() -> R + Sync)) -> Vec<R> {
     let mut claimed: Vec<&'static Helper> = Vec::with_capacity(helpers);
     while claimed.len() < helpers {
@@ -450,7 +462,9 @@ mod tests {
             assert_eq!(HELPER_RUNS.load(Ordering::SeqCst) - before, runs - 1);
         }
         if abandoned == 0 {
-            eprintln!("NOT EXERCISED: every helper started before its caller returned (a busy machine)");
+            eprintln!(
+                "NOT EXERCISED: every helper started before its caller returned (a busy machine)"
+            );
         }
     }
 

@@ -12,7 +12,7 @@ mod ivf;
 mod stats;
 
 use pyo3::prelude::*;
-use vdb_core::kernels;
+use vdb_core::{kernels, sharing};
 
 /// The SIMD level searches use now ("scalar", "avx2", "avx512bw", "avx512vnni", "avx512amx", "neon").
 #[pyfunction]
@@ -27,6 +27,32 @@ fn available_simd_levels() -> Vec<&'static str> {
         .into_iter()
         .map(|l| l.name())
         .collect()
+}
+
+/// Whether one query per call shares its lists with helper threads, for the whole process:
+/// "auto" (the default: as the machine allows, not beside other processes' work), "always"
+/// (whenever a helper is free) or "never". With `policy` None only reads it. Returns the
+/// policy now in force.
+#[pyfunction]
+#[pyo3(signature = (policy=None))]
+fn single_query_sharing(policy: Option<&str>) -> PyResult<&'static str> {
+    if let Some(p) = policy {
+        sharing::set_policy(match p {
+            "auto" => sharing::Sharing::Auto,
+            "always" => sharing::Sharing::Always,
+            "never" => sharing::Sharing::Never,
+            _ => {
+                return Err(errors::invalid(format!(
+                    "unknown sharing policy {p:?}; expected \"auto\", \"always\" or \"never\""
+                )))
+            }
+        });
+    }
+    Ok(match sharing::policy() {
+        sharing::Sharing::Auto => "auto",
+        sharing::Sharing::Always => "always",
+        sharing::Sharing::Never => "never",
+    })
 }
 
 /// Caps the SIMD level for the whole process (None: back to the detected level under
@@ -60,6 +86,7 @@ fn _rust_vdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(available_simd_levels, m)?)?;
     m.add_function(wrap_pyfunction!(set_simd_level, m)?)?;
+    m.add_function(wrap_pyfunction!(single_query_sharing, m)?)?;
     m.add_function(wrap_pyfunction!(defaults::default_nlist, m)?)?;
     m.add_function(wrap_pyfunction!(defaults::check_rerank, m)?)?;
     Ok(())

@@ -27,8 +27,8 @@ impl IvfIndex {
     /// Scans the lists of one query's `probes` (nearest first) into its heap, `qblock` the
     /// query. With `split` > 1 and at least SPLIT_MIN_CODES vectors to scan, the lists are
     /// shared out between the calling thread and up to `split` - 1 helper threads
-    /// (`scan_split`), unless `pool::may_share` says a helper stalled a caller lately (the
-    /// cores are busy).
+    /// (`scan_split`), as many as `pool::helpers_free` gives: none when a helper stalled a
+    /// caller lately or other processes' work leaves no core free.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn prescore_one(
         &self,
@@ -42,9 +42,14 @@ impl IvfIndex {
     ) {
         let planned = self.begin_scan(probes, s, stats);
         let t0 = Instant::now();
-        if split > 1 && planned >= SPLIT_MIN_CODES && probes.len() > 1 && pool::may_share() {
+        let helpers = if split > 1 && planned >= SPLIT_MIN_CODES && probes.len() > 1 {
+            pool::helpers_free(split - 1)
+        } else {
+            0
+        };
+        if helpers > 0 {
             let read = AtomicU64::new(0);
-            let parts = self.scan_split(kern, qblock, probes, s, split, &read);
+            let parts = self.scan_split(kern, qblock, probes, s, helpers + 1, &read);
             let scanned = Instant::now();
             stats.timers.prescore_lists_s += (scanned - t0).as_secs_f64();
             s.tails.read += read.into_inner();
