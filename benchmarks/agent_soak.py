@@ -235,10 +235,10 @@ def soak_card(repo: Path, submissions: int, repeat_seconds: float, max_pairs: in
     for old, new in (
         ("[limits]\neval_timeout_s = 60\n", f"[limits]\neval_timeout_s = 60\nkeep_best_worker = {str(keep_best).lower()}\n"),
         ("[tests]\nmanifest = \"core/Cargo.toml\"\ntimeout_s = 300\n", "[tests]\nenabled = false\n"),
-        ("[objective]\n", f"[objective]\nrepeat_seconds = {repeat_seconds}\ndev_repeat_seconds = {min(0.05, repeat_seconds)}\n"
-                          f"max_pairs = {max_pairs}\n"),
+        ("repeat_seconds = 0.3\n", f"repeat_seconds = {repeat_seconds}\ndev_repeat_seconds = {min(0.05, repeat_seconds)}\n"
+                                    f"max_pairs = {max_pairs}\n"),
         ("[budgets]\niterations = 20\ntool_calls = 200\n", f"[budgets]\niterations = {submissions}\ntool_calls = {submissions * 4}\n"),
-        ("\nmax_seconds = 20\n", f"\nmax_seconds = {final_seconds}\n"),
+        ("\nmax_seconds = 8\n", f"\nmax_seconds = {final_seconds}\n"),
     ):
         if text.count(old) != 1:
             raise SystemExit(f"{FIXTURE / 'task.toml'}: expected exactly one {old!r} to replace")

@@ -54,7 +54,7 @@ def test_simulated_error_rates_match_the_stated_ones():
 def test_card_fields_of_the_judge_are_checked(tmp_path):
     text = (FIXTURE / "task.toml").read_text()
     card = load_task(FIXTURE / "task.toml")
-    assert card.objective.repeat_seconds == 1.0 and card.objective.max_pairs >= card.objective.repeats
+    assert card.objective.repeat_seconds == 0.3 and card.objective.max_pairs >= card.objective.repeats
     assert card.batch_queries == card.dataset.heldout_queries // card.objective.repeats
     bad = tmp_path / "task.toml"
     bad.write_text(text.replace("[objective]\n", "[objective]\nmax_pairs = 3\n"))
@@ -119,7 +119,7 @@ def test_a_fast_best_still_accepts_a_ten_percent_gain_and_rejects_no_effect(tmp_
     shutil.copytree(FIXTURE, repo, ignore=shutil.ignore_patterns("target"))
     (repo / LIB).write_text(_slowed(15))
     card_text = (repo / "task.toml").read_text()
-    (repo / "task.toml").write_text(card_text.replace("[objective]\n", "[objective]\nrepeat_seconds = 0.5\n"))  # quicker
+    (repo / "task.toml").write_text(card_text.replace("repeat_seconds = 0.3\n", "repeat_seconds = 0.5\n"))  # quicker
     env = {**os.environ, "GIT_AUTHOR_NAME": "u", "GIT_AUTHOR_EMAIL": "u@x", "GIT_COMMITTER_NAME": "u", "GIT_COMMITTER_EMAIL": "u@x"}
     for cmd in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "fast, with a 15% extra pass"]):
         subprocess.run(["git", *cmd], cwd=repo, check=True, env=env)

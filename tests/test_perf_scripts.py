@@ -24,9 +24,12 @@ pytest.importorskip("vdbbench._rust_vdb")
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> dict:
     """The scripts' environment: one private data cache for the module (synth-sift-20k is
-    generated once), OpenMP threads that do not spin beside rayon, wide rich tables."""
+    generated once), OpenMP threads that do not spin beside rayon, wide rich tables, and none
+    of pytest-xdist's worker variables (a pytest run under them takes itself for an xdist
+    worker, and pytest-benchmark then times nothing)."""
     data = tmp_path_factory.mktemp("perf-data")
-    return {**os.environ, "VDBBENCH_DATA": str(data), "OMP_WAIT_POLICY": "PASSIVE", "COLUMNS": "200",
+    outer = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    return {**outer, "VDBBENCH_DATA": str(data), "OMP_WAIT_POLICY": "PASSIVE", "COLUMNS": "200",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "python"), os.environ.get("PYTHONPATH")]))}
 
 
