@@ -116,7 +116,7 @@ def test_machine_is_read_from_cpuinfo_and_sysfs(tmp_path):
 def test_task_text_states_the_repeat_size_and_prompts_are_packaged():
     card = load_task(FIXTURE_CARD)
     text = repeat_text(card)
-    assert "at least 1 s on that clock: `search` on batches of 150 held-out queries" in text
+    assert "at least 0.3 s on that clock: `search` on batches of 150 held-out queries" in text
     assert f"times pairs of 0.25 s repeats on dev batches of the same size, at least {card.objective.dev_repeats}, more until" in text
     object.__setattr__(card.objective, "repeat_seconds", 2.5)
     assert "at least 2.5 s" in repeat_text(card)

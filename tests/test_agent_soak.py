@@ -27,8 +27,8 @@ SUBMISSIONS = 40
 
 @pytest.fixture(scope="module")
 def soak(tmp_path_factory):
-    # The fixture engine's shared cargo folder, warm from the other agent tests (a cold one costs
-    # a minute); sessions sharing it take turns from a build to the copy of its library.
+    # The fixture engine's cargo folder of this test worker (tests/conftest.py), warm from the
+    # worker's other agent tests (a cold one costs a minute).
     target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or REPO / "target" / "agent-fixture")
     old = os.environ.get("VDBBENCH_AGENT_TARGET_DIR")
     os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(target)

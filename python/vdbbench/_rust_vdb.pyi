@@ -33,6 +33,12 @@ def set_simd_level(level: str | None) -> str:
     ``VDBBENCH_SIMD`` environment cap); returns the level now active. Raises InvalidInput for
     an unknown name or a level this CPU lacks."""
 
+def single_query_sharing(policy: str | None = None) -> str:
+    """Whether one query per call shares its lists with helper threads, for the whole process:
+    "auto" (the default: as the machine allows, not beside other processes' work), "always"
+    (whenever a helper is free) or "never"; None only reads it. Returns the policy in force.
+    Raises InvalidInput for another name."""
+
 def default_nlist(n: int) -> int:
     """The nlist an index trained on ``n`` vectors uses when given none: round(4 * sqrt(n)),
     within 1..n (at least 1). InvalidInput for n < 0."""
