@@ -273,13 +273,7 @@ impl Backoff {
 fn thread_cpu() -> Option<Duration> {
     #[cfg(target_os = "linux")]
     {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes one timespec through a valid pointer to a local.
-        let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        (r == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+        sharing::cpu_clock(libc::CLOCK_THREAD_CPUTIME_ID)
     }
     #[cfg(not(target_os = "linux"))]
     None

@@ -182,13 +182,19 @@ fn take_reading(last: &mut Option<Reading>) {
 /// CPU time this process has run, every thread (Linux).
 #[cfg(target_os = "linux")]
 fn process_cpu_s() -> Option<f64> {
+    cpu_clock(libc::CLOCK_PROCESS_CPUTIME_ID).map(|d| d.as_secs_f64())
+}
+
+/// A CPU-time clock of the calling thread or process (`CLOCK_*_CPUTIME_ID`).
+#[cfg(target_os = "linux")]
+pub(crate) fn cpu_clock(clock: libc::clockid_t) -> Option<std::time::Duration> {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec through a valid pointer to a local.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (r == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (r == 0).then(|| std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 #[cfg(test)]
