@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
-# The agent tests' cargo folder, one per pytest-xdist worker (or "main" without xdist): sessions
-# of two workers building the fixture engine in one folder at once were seen to judge each
-# other's library (a syntax error "built" in 0.05 s and measured 1.9x faster), turn lock and
-# all; within a worker the tests, and so their sessions, run one after another.
-os.environ.setdefault("VDBBENCH_AGENT_TARGET_DIR", str(Path(__file__).resolve().parents[1] / "target" /
-                                                       f"agent-fixture-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"))
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The agent tests' cargo folder: one per pytest-xdist worker (its id is known only here,
+    not when this file is imported), "main" without xdist, unless VDBBENCH_AGENT_TARGET_DIR is
+    set. Tests, and so their sessions, run one after another within a worker, so each worker's
+    builds stay warm without waiting on the other's turn lock."""
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    os.environ.setdefault("VDBBENCH_AGENT_TARGET_DIR",
+                          str(Path(__file__).resolve().parents[1] / "target" / f"agent-fixture-{worker}"))
 
 
 @pytest.fixture
