@@ -9,13 +9,16 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The agent tests' cargo folder: one per pytest-xdist worker (its id is known only here,
-    not when this file is imported), "main" without xdist, unless VDBBENCH_AGENT_TARGET_DIR is
-    set. Tests, and so their sessions, run one after another within a worker, so each worker's
-    builds stay warm without waiting on the other's turn lock."""
+    """The agent tests' cargo folder: one per pytest-xdist worker, "main" without xdist, unless
+    VDBBENCH_AGENT_TARGET_DIR is set by the caller. The worker id is known only here (not when
+    this file is imported), and workers inherit the controller's environment, so a value this
+    hook set in the controller is replaced. Tests, and so their sessions, run one after another
+    within a worker."""
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
-    os.environ.setdefault("VDBBENCH_AGENT_TARGET_DIR",
-                          str(Path(__file__).resolve().parents[1] / "target" / f"agent-fixture-{worker}"))
+    if os.environ.get("VDBBENCH_AGENT_TARGET_DIR") and not os.environ.get("_VDBBENCH_TEST_TARGET_SET"):
+        return
+    os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(Path(__file__).resolve().parents[1] / "target" / f"agent-fixture-{worker}")
+    os.environ["_VDBBENCH_TEST_TARGET_SET"] = "1"
 
 
 @pytest.fixture
