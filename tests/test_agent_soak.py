@@ -9,7 +9,6 @@ the final measurement against the true speed-up are."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -27,20 +26,11 @@ SUBMISSIONS = 40
 
 @pytest.fixture(scope="module")
 def soak(tmp_path_factory):
-    # The fixture engine's cargo folder of this test worker (tests/conftest.py), warm from the
-    # worker's other agent tests (a cold one costs a minute).
-    target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or REPO / "target" / "agent-fixture")
-    old = os.environ.get("VDBBENCH_AGENT_TARGET_DIR")
-    os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(target)
-    try:
-        work = tmp_path_factory.mktemp("soak")
-        figures = agent_soak.run(SUBMISSIONS, work, seed=1, repeat_seconds=0.05, max_pairs=8, final_seconds=15,
-                                 say=lambda m: None, keep_best=True)
-    finally:
-        if old is None:
-            os.environ.pop("VDBBENCH_AGENT_TARGET_DIR", None)
-        else:
-            os.environ["VDBBENCH_AGENT_TARGET_DIR"] = old
+    # Sessions build in this test worker's cargo folder (VDBBENCH_AGENT_TARGET_DIR, set by
+    # tests/conftest.py), warm from the worker's other agent tests (a cold one costs a minute).
+    work = tmp_path_factory.mktemp("soak")
+    figures = agent_soak.run(SUBMISSIONS, work, seed=1, repeat_seconds=0.05, max_pairs=8, final_seconds=15,
+                             say=lambda m: None, keep_best=True)
     print(figures)
     return work, figures
 

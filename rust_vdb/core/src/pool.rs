@@ -279,11 +279,11 @@ fn thread_cpu() -> Option<Duration> {
     None
 }
 
-/// How many of `want` helper threads a single query should share its scan with now: none
-/// while a recent stall says this machine's cores are busy (`Backoff`), and no more than the
-/// cores other processes' work leaves free beside the caller's (`sharing::others`). A query given
-/// none scans alone on the one-thread path (its prefetch cursor runs on across lists), not on
-/// a split path without helpers.
+/// How many of `want` helper threads a single query should share its scan with now, under the
+/// process's `sharing::policy`. Auto: none while a recent stall says this machine's cores are
+/// busy (`Backoff`), and no more than the cores other processes' work leaves free beside the
+/// caller's (`sharing::others`). A query given none scans alone on the one-thread path (its
+/// prefetch cursor runs on across lists), not on a split path without helpers.
 pub fn helpers_free(want: usize) -> usize {
     let helpers = helpers().len();
     let n = want.min(helpers);
