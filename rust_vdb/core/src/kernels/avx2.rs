@@ -197,7 +197,7 @@ unsafe fn tile_below_impl(
     dist: &mut [u32],
     counts: &mut [u32],
 ) {
-    let (nq, dim, n) = (thrs.len(), h + t, terms.len());
+    let (nq, dim) = (thrs.len(), h + t);
     let (hc, tc) = (h / 32, t / 32);
     let (hm, tm) = (32 * hc, 32 * tc);
     let stride = 2 * (hc + tc);
@@ -226,67 +226,31 @@ unsafe fn tile_below_impl(
         }
     }
     let qsp = qsp as *const __m256i;
-    let ragged = hm < h || tm < t;
     let mut cnt = [0u32; TILE_QUERIES_MAX];
-    for r in 0..n {
-        let term = if t > 0 {
-            terms[r].wrapping_add(tail_terms[r])
-        } else {
-            terms[r]
-        };
-        let xh = rows.as_ptr().add(r * h);
-        let xt = tail_rows.as_ptr().add(r * t);
-        for g in 0..groups {
-            let q = qsp.add(g * TILE_GROUP * stride);
-            // as few query lanes as cover the group's queries (the rest of a group of eight
-            // is zeros): a list probed by one query of the block costs that one query
-            let mut dots = match nq - g * TILE_GROUP {
-                1 => group_dots::<1>(q, stride, xh, hc, xt, tc),
-                2 => group_dots::<2>(q, stride, xh, hc, xt, tc),
-                3 | 4 => group_dots::<4>(q, stride, xh, hc, xt, tc),
-                _ => group_dots::<TILE_GROUP>(q, stride, xh, hc, xt, tc),
-            };
-            if ragged {
-                // the dims past the whole chunks of each block, as the scalar twin does them
-                let mut dv = [0i32; TILE_GROUP];
-                _mm256_storeu_si256(dv.as_mut_ptr() as *mut __m256i, dots);
-                for (k, d) in dv.iter_mut().enumerate() {
-                    let j = g * TILE_GROUP + k;
-                    if j < nq {
-                        let q = &qs[j * dim..(j + 1) * dim];
-                        let row = &rows[r * h..(r + 1) * h];
-                        let mut s = dot_i8_u8_tail(&q[hm..h], -128, &row[hm..]);
-                        if t > 0 {
-                            let row = &tail_rows[r * t..(r + 1) * t];
-                            s = s.wrapping_add(dot_i8_u8_tail(&q[h + tm..], -128, &row[tm..]));
-                        }
-                        *d = d.wrapping_add(s);
-                    }
-                }
-                dots = _mm256_loadu_si256(dv.as_ptr() as *const __m256i);
-            }
-            let base = _mm256_add_epi32(
-                _mm256_loadu_si256(qn.as_ptr().add(g * TILE_GROUP) as *const __m256i),
-                _mm256_set1_epi32(term),
-            );
-            let d = _mm256_sub_epi32(base, _mm256_slli_epi32::<1>(dots));
-            // d < 2^31 for dims up to TILE_MAX_DIM, so the signed conversion is `d as f32`
-            let thr_v = _mm256_loadu_ps(thr.as_ptr().add(g * TILE_GROUP));
-            let pass = _mm256_cmp_ps::<_CMP_LE_OQ>(_mm256_cvtepi32_ps(d), thr_v);
-            let mut bits = _mm256_movemask_ps(pass) as u32;
-            if bits != 0 {
-                let mut dv = [0u32; TILE_GROUP];
-                _mm256_storeu_si256(dv.as_mut_ptr() as *mut __m256i, d);
-                while bits != 0 {
-                    let k = bits.trailing_zeros() as usize;
-                    let j = g * TILE_GROUP + k;
-                    let at = j * n + cnt[j] as usize;
-                    pos[at] = r as u32;
-                    dist[at] = dv[k];
-                    cnt[j] += 1;
-                    bits &= bits - 1;
-                }
-            }
+    let tile = TileRows {
+        qs,
+        h,
+        t,
+        rows,
+        terms,
+        tail_rows,
+        tail_terms,
+        stride,
+        qn: &qn,
+        thr: &thr,
+    };
+    // Group after group over all the rows (a list is at most a few tens of KiB, so its second
+    // pass reads it from cache): the group's query pointers, norms and thresholds then stay in
+    // registers across the rows. Each query's passing rows still come in row order.
+    for g in 0..groups {
+        let q = qsp.add(g * TILE_GROUP * stride);
+        // as few query lanes as cover the group's queries (the rest of a group of eight is
+        // zeros): a list probed by one query of the block costs that one query
+        match nq - g * TILE_GROUP {
+            1 => tile.group_rows::<1>(g, q, nq, pos, dist, &mut cnt),
+            2 => tile.group_rows::<2>(g, q, nq, pos, dist, &mut cnt),
+            3 | 4 => tile.group_rows::<4>(g, q, nq, pos, dist, &mut cnt),
+            _ => tile.group_rows::<TILE_GROUP>(g, q, nq, pos, dist, &mut cnt),
         }
     }
     counts[..nq].copy_from_slice(&cnt[..nq]);
@@ -294,6 +258,95 @@ unsafe fn tile_below_impl(
 
 /// Sixteen queries, rounded up to whole groups of eight.
 const TILE_QUERIES_MAX: usize = super::TILE_QUERIES.div_ceil(TILE_GROUP) * TILE_GROUP;
+
+/// The rows of one `tile_below_impl` call and its queries' pre-split chunks, norms and
+/// thresholds (-inf past the tile's queries).
+struct TileRows<'a> {
+    qs: &'a [u8],
+    h: usize,
+    t: usize,
+    rows: &'a [u8],
+    terms: &'a [i32],
+    tail_rows: &'a [u8],
+    tail_terms: &'a [i32],
+    stride: usize,
+    qn: &'a [u32; TILE_QUERIES_MAX],
+    thr: &'a [f32; TILE_QUERIES_MAX],
+}
+
+impl TileRows<'_> {
+    /// Every row against group g (its `Q` lanes cover its queries; `q` its first query's
+    /// pre-split chunks): the rows at or under each query's threshold go to `pos` / `dist` at
+    /// `j * n + cnt[j]`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn group_rows<const Q: usize>(
+        &self,
+        g: usize,
+        q: *const __m256i,
+        nq: usize,
+        pos: &mut [u32],
+        dist: &mut [u32],
+        cnt: &mut [u32; TILE_QUERIES_MAX],
+    ) {
+        let (h, t, stride) = (self.h, self.t, self.stride);
+        let (hc, tc) = (h / 32, t / 32);
+        let (hm, tm) = (32 * hc, 32 * tc);
+        let ragged = hm < h || tm < t;
+        let dim = h + t;
+        let n = self.terms.len();
+        let at = g * TILE_GROUP;
+        let qn_v = _mm256_loadu_si256(self.qn.as_ptr().add(at) as *const __m256i);
+        let thr_v = _mm256_loadu_ps(self.thr.as_ptr().add(at));
+        for r in 0..n {
+            let term = if t > 0 {
+                self.terms[r].wrapping_add(self.tail_terms[r])
+            } else {
+                self.terms[r]
+            };
+            let xh = self.rows.as_ptr().add(r * h);
+            let xt = self.tail_rows.as_ptr().add(r * t);
+            let mut dots = group_dots::<Q>(q, stride, xh, hc, xt, tc);
+            if ragged {
+                // the dims past the whole chunks of each block, as the scalar twin does them
+                let mut dv = [0i32; TILE_GROUP];
+                _mm256_storeu_si256(dv.as_mut_ptr() as *mut __m256i, dots);
+                for (k, d) in dv.iter_mut().enumerate() {
+                    let j = at + k;
+                    if j < nq {
+                        let q = &self.qs[j * dim..(j + 1) * dim];
+                        let row = &self.rows[r * h..(r + 1) * h];
+                        let mut s = dot_i8_u8_tail(&q[hm..h], -128, &row[hm..]);
+                        if t > 0 {
+                            let row = &self.tail_rows[r * t..(r + 1) * t];
+                            s = s.wrapping_add(dot_i8_u8_tail(&q[h + tm..], -128, &row[tm..]));
+                        }
+                        *d = d.wrapping_add(s);
+                    }
+                }
+                dots = _mm256_loadu_si256(dv.as_ptr() as *const __m256i);
+            }
+            let base = _mm256_add_epi32(qn_v, _mm256_set1_epi32(term));
+            let d = _mm256_sub_epi32(base, _mm256_slli_epi32::<1>(dots));
+            // d < 2^31 for dims up to TILE_MAX_DIM, so the signed conversion is `d as f32`
+            let pass = _mm256_cmp_ps::<_CMP_LE_OQ>(_mm256_cvtepi32_ps(d), thr_v);
+            let mut bits = _mm256_movemask_ps(pass) as u32;
+            if bits != 0 {
+                let mut dv = [0u32; TILE_GROUP];
+                _mm256_storeu_si256(dv.as_mut_ptr() as *mut __m256i, d);
+                while bits != 0 {
+                    let k = bits.trailing_zeros() as usize;
+                    let j = at + k;
+                    let o = j * n + cnt[j] as usize;
+                    pos[o] = r as u32;
+                    dist[o] = dv[k];
+                    cnt[j] += 1;
+                    bits &= bits - 1;
+                }
+            }
+        }
+    }
+}
 
 /// `Kernels::l2_u8_batch_pre_below` on AVX2: four rows at a time against the query split once
 /// per call (`pre_below_impl`), the threshold test on the four distances in one compare, the
