@@ -10,7 +10,7 @@
 //! the i8 . u8 dots (and `l2_u8_batch_pre`, which is one) split the row bytes into even and
 //! odd i16 lanes by mask and shift for `vpmaddwd` with the sign-extended query. The batch
 //! prescore's tile kernel (`l2_u8_tile_below`) splits each row chunk once and multiplies it
-//! with up to eight queries' chunks, so a list is read once for the queries that probe it
+//! with up to eight queries' chunks, so a list is read once per eight queries that probe it
 //! (AVX2 has no `vpdpbusd`, and `vpmaddubsw` would saturate u8 x i8 pair sums).
 //! Tails (dims not a multiple of the vector width) run the scalar twin's arithmetic.
 
@@ -52,8 +52,8 @@ pub(super) fn l2_u8_tile_all(qs: &[u8], rows: &[u8], terms: &[i32], out: &mut [u
 }
 
 /// `Kernels::l2_u8_tile_below` on AVX2: each 32-byte chunk of a row is loaded and split into
-/// even and odd i16 lanes once, then multiplied (`vpmaddwd`) with eight queries' pre-split
-/// chunks, so a row is read once for the whole tile (`tile_below_impl`). Queries wider than
+/// even and odd i16 lanes once per group of eight queries, then multiplied (`vpmaddwd`) with
+/// their pre-split chunks (`tile_below_impl`). Queries wider than
 /// `TILE_MAX_DIM` go through `l2_u8_batch_pre` one at a time.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn l2_u8_tile_below(
