@@ -394,6 +394,29 @@ def test_trees_sharing_a_target_folder_each_get_their_own_library(cargo_target, 
     assert pads == [-1, -7]
 
 
+def test_an_edit_older_than_another_trees_build_is_still_compiled(cargo_target, user_repo, tmp_path):
+    """Sessions sharing a target folder: one writes a broken edit, another tree's build then
+    starts in the folder, then the first builds. Its edit is older than that build, so cargo
+    alone would call the other tree's library fresh and hand it back as this one's."""
+    from vdbbench.agent.core import workspace as wsp
+
+    card = load_task(user_repo / "task.toml")
+    a, b = tmp_path / "a", tmp_path / "b"
+    wsp.create_workspace(card, a)
+    wsp.create_workspace(card, b)
+    lib = b / LIB
+    lib.write_text(lib.read_text().replace(*BREAK_BUILD))
+    time.sleep(0.05)  # the edit strictly before the other build starts
+    other = wsp.build(a, card, cargo_target, tmp_path / "lib-a")
+    assert other.ok, other.errors
+    broken = wsp.build(b, card, cargo_target, tmp_path / "lib-b")
+    assert not broken.ok, f"a syntax error built in {broken.seconds:.2f} s: the other tree's library came back"
+    assert "oops" in broken.errors
+    # and the other tree, built again after it, gets its own library, not a failure
+    again = wsp.build(a, card, cargo_target, tmp_path / "lib-a2")
+    assert again.ok, again.errors
+
+
 def test_reference_engine_is_built_from_its_own_revision_and_reported(cargo_target, user_repo, tmp_path):
     """A card whose reference is another revision of the engine (here the user's next commit, with
     the planted pass removed): built and measured once at the start, journaled as `reference`, and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -235,6 +236,55 @@ def first_warnings(messages: list[dict]) -> str:
     return f"{n} warning(s):\n" + first_errors(messages, limit=5, max_chars=3000, levels=("warning",))
 
 
+# In a cargo target folder: the digest of the tree its last build or test run came from.
+TREE_STAMP = ".vdbbench-last-tree"
+
+
+def _tree_digest(ws: Path) -> str:
+    """What cargo may read of a tree: every file's path and bytes (symlinks by their target),
+    .git and target folders aside."""
+    h = hashlib.sha256()
+    for dirpath, dirs, files in os.walk(ws):
+        dirs[:] = sorted(d for d in dirs if d not in (".git", "target"))
+        for name in sorted(files):
+            p = os.path.join(dirpath, name)
+            h.update(os.path.relpath(p, ws).encode() + b"\0")
+            if os.path.islink(p):
+                h.update(b"-> " + os.readlink(p).encode())
+            else:
+                with open(p, "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+    return h.hexdigest()
+
+
+def _claim_target(ws: Path, target_dir: Path) -> None:
+    """Before a build or test run of ``ws`` in ``target_dir`` (inside its turn): when the folder's
+    last build came from other sources, stamp this tree's files with the current time.
+
+    Cargo keys a workspace member's outputs by its path relative to the workspace root, not by
+    where the tree lives, and calls them fresh when no source is newer than the last build. A
+    session's edit written before another tree's build in the same folder began (sessions
+    sharing a folder) would look older than that build, and cargo would hand back the other
+    tree's library: a syntax error "built" in 0.1 s. The stamps make it compile these sources."""
+    digest = _tree_digest(ws)
+    stamp = target_dir / TREE_STAMP
+    try:
+        last = stamp.read_text()
+    except OSError:
+        last = None
+    if last != digest:
+        now = time.time()
+        for dirpath, dirs, files in os.walk(ws):
+            dirs[:] = [d for d in dirs if d not in (".git", "target")]
+            for name in files:
+                p = os.path.join(dirpath, name)
+                if not os.path.islink(p):
+                    os.utime(p, (now, now))
+        tmp = stamp.with_name(stamp.name + ".tmp")
+        tmp.write_text(digest)
+        os.replace(tmp, stamp)
+
+
 @contextmanager
 def _target_turn(target_dir: Path):
     """Sessions that share a cargo target folder take turns from a build to the copy of its
@@ -258,6 +308,7 @@ def _target_turn(target_dir: Path):
 def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildResult:
     """cargo build the extension crate; copy the shared library to ``out_dir/<module leaf>.so``."""
     with _target_turn(target_dir):
+        _claim_target(ws, target_dir)
         return _build(ws, card, target_dir, out_dir)
 
 
@@ -342,6 +393,7 @@ def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
     env.pop("PYO3_BUILD_EXTENSION_MODULE", None)
     t0 = time.perf_counter()
     with _target_turn(target_dir):
+        _claim_target(ws, target_dir)
         rc, out, err = _run_limited(cmd, ws, env, t.timeout_s)
     seconds = time.perf_counter() - t0
     messages, plain = [], []
