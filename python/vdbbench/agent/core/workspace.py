@@ -85,7 +85,6 @@ def create_workspace(card: TaskCard, dest: Path) -> str:
         tmp.seek(0)
         with tarfile.open(fileobj=tmp) as tar:
             tar.extractall(dest, filter="data")
-    _touch_all(dest)
     git(dest, "init", "-q", "-b", SESSION_BRANCH)
     git(dest, "config", "core.autocrlf", "false")
     (dest / ".git" / "info" / "exclude").write_text("target/\n")
@@ -95,17 +94,10 @@ def create_workspace(card: TaskCard, dest: Path) -> str:
 
 
 def _touch_all(root: Path) -> None:
-    """Stamp every extracted file with the current time.
-
-    `git archive` gives files their commit time; cargo decides freshness by comparing source
-    mtimes with its outputs, and (for workspace members) keys its fingerprints by the path
-    relative to the workspace root, not by where the tree lives. An extracted tree would then
-    look older than the outputs of another tree of the same crate built in the same target
-    folder (the best version rebuilt on resume, or sessions sharing a folder), and cargo would
-    hand back that other tree's library. Fresh stamps make it rebuild from these sources.
-    """
+    """Stamp every file of a tree (its .git and target folders aside) with the current time."""
     now = time.time()
-    for dirpath, _dirs, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in (".git", "target")]
         for name in files:
             p = os.path.join(dirpath, name)
             if not os.path.islink(p):
@@ -236,7 +228,8 @@ def first_warnings(messages: list[dict]) -> str:
     return f"{n} warning(s):\n" + first_errors(messages, limit=5, max_chars=3000, levels=("warning",))
 
 
-# In a cargo target folder: the digest of the tree its last build or test run came from.
+# In a cargo target folder: the digest of the tree its last successful build or test run came
+# from (none while one runs, or after one failed).
 TREE_STAMP = ".vdbbench-last-tree"
 
 
@@ -257,15 +250,17 @@ def _tree_digest(ws: Path) -> str:
     return h.hexdigest()
 
 
-def _claim_target(ws: Path, target_dir: Path) -> None:
-    """Before a build or test run of ``ws`` in ``target_dir`` (inside its turn): when the folder's
-    last build came from other sources, stamp this tree's files with the current time.
+def _claim_target(ws: Path, target_dir: Path) -> str:
+    """Before a build or test run of ``ws`` in ``target_dir`` (inside its turn): unless the
+    folder's outputs are known to come from these very sources, stamp this tree's files with the
+    current time. Returns the tree's digest, for `_stamp_target` once the run succeeded.
 
     Cargo keys a workspace member's outputs by its path relative to the workspace root, not by
     where the tree lives, and calls them fresh when no source is newer than the last build. A
-    session's edit written before another tree's build in the same folder began (sessions
-    sharing a folder) would look older than that build, and cargo would hand back the other
-    tree's library: a syntax error "built" in 0.1 s. The stamps make it compile these sources."""
+    tree extracted by `git archive` (files dated at their commit) or a session's edit written
+    before another tree's build in the same folder began would look older than that build, and
+    cargo would hand back the other tree's library: a syntax error "built" in 0.1 s. The
+    stamps make it compile these sources."""
     digest = _tree_digest(ws)
     stamp = target_dir / TREE_STAMP
     try:
@@ -273,16 +268,17 @@ def _claim_target(ws: Path, target_dir: Path) -> None:
     except OSError:
         last = None
     if last != digest:
-        now = time.time()
-        for dirpath, dirs, files in os.walk(ws):
-            dirs[:] = [d for d in dirs if d not in (".git", "target")]
-            for name in files:
-                p = os.path.join(dirpath, name)
-                if not os.path.islink(p):
-                    os.utime(p, (now, now))
-        tmp = stamp.with_name(stamp.name + ".tmp")
-        tmp.write_text(digest)
-        os.replace(tmp, stamp)
+        _touch_all(ws)
+    stamp.unlink(missing_ok=True)
+    return digest
+
+
+def _stamp_target(target_dir: Path, digest: str) -> None:
+    """Records that ``target_dir``'s outputs now come from the tree of ``digest``."""
+    stamp = target_dir / TREE_STAMP
+    tmp = stamp.with_name(stamp.name + ".tmp")
+    tmp.write_text(digest)
+    os.replace(tmp, stamp)
 
 
 @contextmanager
@@ -308,8 +304,11 @@ def _target_turn(target_dir: Path):
 def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildResult:
     """cargo build the extension crate; copy the shared library to ``out_dir/<module leaf>.so``."""
     with _target_turn(target_dir):
-        _claim_target(ws, target_dir)
-        return _build(ws, card, target_dir, out_dir)
+        digest = _claim_target(ws, target_dir)
+        res = _build(ws, card, target_dir, out_dir)
+        if res.ok:
+            _stamp_target(target_dir, digest)
+        return res
 
 
 def _build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildResult:
@@ -393,8 +392,10 @@ def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
     env.pop("PYO3_BUILD_EXTENSION_MODULE", None)
     t0 = time.perf_counter()
     with _target_turn(target_dir):
-        _claim_target(ws, target_dir)
+        digest = _claim_target(ws, target_dir)
         rc, out, err = _run_limited(cmd, ws, env, t.timeout_s)
+        if rc == 0:
+            _stamp_target(target_dir, digest)
     seconds = time.perf_counter() - t0
     messages, plain = [], []
     for line in out.splitlines():
@@ -460,4 +461,3 @@ def export_tree(ws: Path, rev: str, dest: Path) -> None:
         tmp.seek(0)
         with tarfile.open(fileobj=tmp) as tar:
             tar.extractall(dest, filter="data")
-    _touch_all(dest)
