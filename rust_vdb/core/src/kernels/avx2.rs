@@ -239,9 +239,9 @@ unsafe fn tile_below_impl(
         qn: &qn,
         thr: &thr,
     };
-    // Group after group over all the rows (a list is at most a few tens of KiB, so its second
-    // pass reads it from cache): the group's query pointers, norms and thresholds then stay in
-    // registers across the rows. Each query's passing rows still come in row order.
+    // Group after group over all the rows (a list's codes, tens of KiB on average, are read
+    // from cache by the second group): the group's query pointers, norms and thresholds then
+    // stay in registers across the rows. Each query's passing rows still come in row order.
     for g in 0..groups {
         let q = qsp.add(g * TILE_GROUP * stride);
         // as few query lanes as cover the group's queries (the rest of a group of eight is
@@ -259,7 +259,7 @@ unsafe fn tile_below_impl(
 /// Sixteen queries, rounded up to whole groups of eight.
 const TILE_QUERIES_MAX: usize = super::TILE_QUERIES.div_ceil(TILE_GROUP) * TILE_GROUP;
 
-/// The rows of one `tile_below_impl` call and its queries' pre-split chunks, norms and
+/// The rows of one `tile_below_impl` call, and its queries' codes, squared norms and
 /// thresholds (-inf past the tile's queries).
 struct TileRows<'a> {
     qs: &'a [u8],
