@@ -44,3 +44,20 @@ def _other(target, spans, name):
         t0 = time.perf_counter()
         time.sleep(0.3)
         spans[name] = (t0, time.perf_counter())
+
+
+def test_the_tree_digest_covers_sources_and_not_the_trees_own_git_and_target(tmp_path):
+    """What decides whether a build restamps its tree: every source, a folder named target deep
+    in the sources included; the tree's own .git and target folders left out."""
+    (tmp_path / "src" / "target").mkdir(parents=True)
+    (tmp_path / "src" / "target" / "mod.rs").write_text("pub fn a() {}\n")
+    (tmp_path / "lib.rs").write_text("mod src;\n")
+    for own in (".git", "target"):
+        (tmp_path / own).mkdir()
+        (tmp_path / own / "x").write_text("0")
+    first = workspace._tree_digest(tmp_path)
+    for own in (".git", "target"):
+        (tmp_path / own / "x").write_text("1")
+    assert workspace._tree_digest(tmp_path) == first
+    (tmp_path / "src" / "target" / "mod.rs").write_text("pub fn b() {}\n")
+    assert workspace._tree_digest(tmp_path) != first

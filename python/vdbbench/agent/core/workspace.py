@@ -93,11 +93,18 @@ def create_workspace(card: TaskCard, dest: Path) -> str:
     return head(dest)
 
 
+def _tree_walk(root: Path):
+    """`os.walk` of a tree, sorted, without its own .git and target folders (top level only: a
+    source folder named target deeper down is the tree's)."""
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not (dirpath == str(root) and d in (".git", "target")))
+        yield dirpath, sorted(files)
+
+
 def _touch_all(root: Path) -> None:
     """Stamp every file of a tree (its .git and target folders aside) with the current time."""
     now = time.time()
-    for dirpath, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d not in (".git", "target")]
+    for dirpath, files in _tree_walk(root):
         for name in files:
             p = os.path.join(dirpath, name)
             if not os.path.islink(p):
@@ -237,9 +244,8 @@ def _tree_digest(ws: Path) -> str:
     """What cargo may read of a tree: every file's path and bytes (symlinks by their target),
     .git and target folders aside."""
     h = hashlib.sha256()
-    for dirpath, dirs, files in os.walk(ws):
-        dirs[:] = sorted(d for d in dirs if d not in (".git", "target"))
-        for name in sorted(files):
+    for dirpath, files in _tree_walk(ws):
+        for name in files:
             p = os.path.join(dirpath, name)
             h.update(os.path.relpath(p, ws).encode() + b"\0")
             if os.path.islink(p):
