@@ -151,7 +151,10 @@ def test_the_final_measurement_times_the_best_against_the_start_on_every_target(
             assert r["half"] <= 0.02
     here = rows["here"]["ratios"]["start"]
     true = _true_ratio(run_dir / "builds" / "best" / "fixture_vdb.so", run_dir / "builds" / "start" / "fixture_vdb.so")
-    assert abs(here["ratio"] / true - 1) <= 0.05, (here, true)
+    # The two are timed minutes apart, in other processes, while the other test worker's builds
+    # come and go: under CI's load they read 3.57 and 3.37 once (run alone, the test passes at
+    # 5%). A final that timed the wrong build, or compounded its staircase, is off by far more.
+    assert abs(here["ratio"] / true - 1) <= 0.08, (here, true)
 
 
 def test_the_report_leads_with_the_final_ratio(session_run, tmp_path):
