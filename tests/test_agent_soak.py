@@ -19,7 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import agent_soak  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")
+# Minutes of real builds and candidate processes: a `heavy` check (README, Test), not in the default run.
+pytestmark = [pytest.mark.heavy,
+              pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")]
 
 SUBMISSIONS = 40
 

@@ -330,6 +330,7 @@ def wait_for(cond, timeout: float, what: str, proc: subprocess.Popen, log: Path,
 
 
 @pytest.mark.ray
+@pytest.mark.heavy  # two minutes of rollouts on a local Ray: README, Test
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")
 def test_tournament_on_local_ray_survives_a_killed_worker_and_a_dead_driver(user_repo, tmp_path):
     try:
