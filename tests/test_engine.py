@@ -120,6 +120,32 @@ def test_rerank_restores_recall_that_u8_alone_loses_on_float_data(float20k):
     assert np.isfinite(d0).all() and (d0 >= 0).all()
 
 
+def test_one_query_prefilter_reads_fewer_bytes_for_about_the_same_results(float20k):
+    # One query per call with reorder: the 4-bit prefilter codes of the probed lists are read
+    # instead of the u8 heads, and only the best `reorder` rows get their u8 distance.
+    base, queries, gt_d = float20k
+    idx = vb.IvfIndex(64, storage="u8+f16")
+    idx.train(base)
+    idx.add(base)
+    nprobe = idx.nlist // 2  # the lists' codes, not routing, are most of the bytes
+    got = {}
+    for reorder in (None, 100, 20_000):
+        ids, read = [], 0
+        for q in queries[:100]:
+            ids.append(idx.search(q[None], k=10, nprobe=nprobe, rerank=40, threads=1, reorder=reorder)[1][0])
+            read += idx.last_search_stats()["bytes_scanned"]
+        got[reorder] = (np.array(ids), read)
+    # keeping every probed row gives the u8 scan's results exactly
+    assert (got[20_000][0] == got[None][0]).all()
+    r_u8 = knn_recall(got[None][0], base, queries[:100], gt_d[:100], k=10)
+    r_fs = knn_recall(got[100][0], base, queries[:100], gt_d[:100], k=10)
+    assert r_fs >= r_u8 - 0.03, (r_u8, r_fs)
+    assert got[100][1] < 0.8 * got[None][1], (got[100][1], got[None][1])
+    # several queries in one call are not prefiltered: the same as without
+    _, many = idx.search(queries[:100], k=10, nprobe=nprobe, rerank=40, reorder=100)
+    assert (many == got[None][0]).all()
+
+
 def test_f16_uses_about_half_the_bytes_of_f32(small):
     base, _ = small
     b32 = built(base, storage="f32").bytes
@@ -224,6 +250,8 @@ BAD_SEARCHES = [
     ({"nprobe": 0}, "nprobe=0"),
     ({"nprobe": 17}, "nprobe=17"),
     ({"rerank": 5}, "rerank=5"),
+    ({"reorder": 5}, "reorder=5"),
+    ({"reorder": -1}, "reorder=-1"),
     ({"threads": 0}, "threads=0"),
 ]
 

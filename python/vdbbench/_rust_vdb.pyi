@@ -119,6 +119,7 @@ class IvfIndex:
         nprobe: int | None = None,
         rerank: int | None = None,
         threads: int | None = None,
+        reorder: int | None = None,
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """(D, I) float32 / int64 arrays of shape (nq, k), best first.
 
@@ -136,8 +137,14 @@ class IvfIndex:
         the threads; a single query whose probed lists hold >= 2048 vectors shares them between
         the calling thread and the others (a helper that has not woken by the time the caller
         is done is skipped, so this never waits on a wake-up). Results do not depend on it.
-        Raises InvalidInput (wrong shape/dtype, NaN/inf, k <= 0 or k > ntotal, nprobe or
-        rerank out of range, threads < 1) or NotReady (before train).
+        reorder: one query per call on an "l2" "u8+f16" index (dim a multiple of 4): its
+        lists are scanned first through 4-bit codes (a quarter of the u8 codes' bytes; a
+        product quantizer of 16 centroids per pair of dims, trained with the index) and only
+        the best ``reorder`` rows get their u8 distance, on the calling thread (None or 0: the
+        u8 scan alone; 0 < reorder < k is refused). Faster at a small cost in recall per
+        nprobe; several queries in one call are not affected.
+        Raises InvalidInput (wrong shape/dtype, NaN/inf, k <= 0 or k > ntotal, nprobe,
+        rerank or reorder out of range, threads < 1) or NotReady (before train).
         """
     def last_search_stats(self) -> dict[str, float | int | dict[str, dict[str, float]]] | None:
         """Per-stage figures of the last search, or None before any: ``nq``, ``threads``,

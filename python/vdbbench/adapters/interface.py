@@ -74,6 +74,12 @@ def default_rerank_sweep(k: int) -> tuple[int, ...]:
     return (0, 4 * k, 8 * k, 16 * k)
 
 
+def default_reorder_sweep(k: int) -> tuple[int, ...]:
+    """The prefilter depths swept by default for our l2 u8+f16 index (one query per call: the
+    4-bit prefilter keeps this many rows for the u8 distance); 0 is the u8 scan alone."""
+    return (0, 10 * k, 20 * k)
+
+
 @dataclass
 class RunOptions:
     """What the user asked of the index under test (ignored by adapters that lack the knob)."""
@@ -82,6 +88,7 @@ class RunOptions:
     nlist: int | None = None
     nprobe: tuple[int, ...] | None = None  # explicit list; None = adaptive
     rerank: tuple[int, ...] | None = None  # explicit list; None = the adapter's default sweep
+    reorder: tuple[int, ...] | None = None  # the same, for the one-query prefilter
     storage: str = "u8+f16"
     ef_search: tuple[int, ...] | None = None
     seed: int = 0
@@ -91,6 +98,11 @@ class RunOptions:
             raise ValueError(f"k must be >= 1, got {self.k}")
         if self.rerank is not None:
             self.rerank = check_rerank(self.rerank, self.k)
+        if self.reorder is not None:
+            self.reorder = tuple(int(v) for v in self.reorder)
+            bad = [v for v in self.reorder if v != 0 and v < self.k]
+            if bad:
+                raise ValueError(f"reorder={bad[0]} is below k={self.k}: expected 0 (off) or reorder >= k")
 
 
 class Adapter(ABC):

@@ -52,6 +52,8 @@ def register(subparsers) -> None:
     run.add_argument("--nlist", type=int, help="IVF lists (ours and faiss IVF peers); default 4*sqrt(n)")
     run.add_argument("--nprobe", default="auto", help="auto (adaptive) or a list such as 1,2,4,8 "
                      "(ScaNN: its leaves_to_search)")
+    run.add_argument("--reorder", help="for one query per call on l2 u8+f16: rows the 4-bit prefilter keeps for the u8 "
+                     "distance, to sweep (0 = no prefilter); default 0,10k,20k")
     run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 0,4k,8k,16k; "
                      "faiss refine peers use k_factor = rerank/k")
     run.add_argument("--ef-search", help="search beam list for faiss-hnsw (efSearch), hnswlib (ef) and usearch "
@@ -145,10 +147,12 @@ def _options(args):
         raise UsageError(f"--nlist expects an integer >= 1, got {args.nlist}")
     nprobe = None if args.nprobe.strip().lower() == "auto" else _int_list("--nprobe", args.nprobe)
     rerank = _int_list("--rerank", args.rerank, allow_zero=True) if args.rerank else None
+    reorder = _int_list("--reorder", args.reorder, allow_zero=True) if args.reorder else None
     ef = _int_list("--ef-search", args.ef_search) if args.ef_search else None
     try:
-        return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, storage=args.storage, ef_search=ef)
-    except ValueError as exc:  # the rerank rule (0 or >= k), checked once for every index
+        return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, reorder=reorder,
+                          storage=args.storage, ef_search=ef)
+    except ValueError as exc:  # the rerank and reorder rule (0 or >= k), checked once for every index
         raise UsageError(f"--{exc}") from None
 
 

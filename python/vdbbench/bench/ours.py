@@ -8,6 +8,7 @@ from vdbbench.adapters.interface import (
     Adapter,
     BuildInfo,
     ParamSpace,
+    default_reorder_sweep,
     default_rerank_sweep,
     ivf_primary,
     train_sample,
@@ -35,7 +36,8 @@ class _OurKernels:
 
 
 class IvfAdapter(_OurKernels, Adapter):
-    """vdbbench.IvfIndex: nprobe swept adaptively, rerank swept for u8+f16 storage."""
+    """vdbbench.IvfIndex: nprobe swept adaptively, rerank (and for l2 the one-query prefilter's
+    reorder) swept for u8+f16 storage."""
 
     name = "ivf"
 
@@ -67,6 +69,8 @@ class IvfAdapter(_OurKernels, Adapter):
         kwargs = {"k": k, "nprobe": int(params["nprobe"]), "threads": threads}
         if "rerank" in params:
             kwargs["rerank"] = int(params["rerank"])
+        if int(params.get("reorder", 0)) > 0:
+            kwargs["reorder"] = int(params["reorder"])
         _, ids = self.index.search(queries, **kwargs)
         return ids
 
@@ -76,6 +80,8 @@ class IvfAdapter(_OurKernels, Adapter):
         if self.options.storage == "u8+f16":
             k = self.options.k
             secondary["rerank"] = self.options.rerank or default_rerank_sweep(k)
+            if self.metric == "l2":  # the 4-bit prefilter of one-query calls (l2 only)
+                secondary["reorder"] = self.options.reorder or default_reorder_sweep(k)
         return ParamSpace("nprobe", start, stop, values, secondary)
 
     def stage_stats(self):

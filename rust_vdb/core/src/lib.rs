@@ -14,6 +14,7 @@ pub mod matmul;
 pub mod metric;
 pub mod persist;
 pub mod pool;
+pub mod pq4;
 pub mod quant;
 pub mod rng;
 pub mod route;

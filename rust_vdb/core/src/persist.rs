@@ -10,12 +10,15 @@ use half::f16;
 use crate::error::{Result, VdbError};
 use crate::ivf::{CodeSplit, Ids, InvList, IvfIndex, Storage};
 use crate::metric::Metric;
+use crate::pq4::Pq4;
 use crate::quant::Sq8;
 
 /// The first 8 bytes of every index file.
 pub const MAGIC: &[u8; 8] = b"VDBIVF\x00\x01";
-/// Bumped whenever the layout changes; older or newer versions are refused.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped whenever the layout changes; newer versions are refused. Version 2 added the 4-bit
+/// prefilter's quantizer after the u8 quantizer; a version 1 file loads with one trained on its
+/// stored codes.
+pub const FORMAT_VERSION: u32 = 2;
 
 #[cfg(target_endian = "big")]
 compile_error!("the index file format is little-endian; big-endian targets are not supported");
@@ -62,6 +65,10 @@ fn write_index<W: Write>(w: &mut CrcWriter<W>, idx: &IvfIndex) -> std::io::Resul
     if let Some(sq) = &idx.sq {
         w.put(bytemuck::cast_slice(&sq.vmin))?;
         w.put(bytemuck::cast_slice(&sq.step))?;
+    }
+    w.u8(idx.pq.is_some() as u8)?;
+    if let Some(pq) = &idx.pq {
+        w.put(bytemuck::cast_slice(&pq.centroids))?;
     }
     for l in &idx.lists {
         w.u64(l.ids.len() as u64)?;
@@ -209,10 +216,10 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         return Err(corrupt(path, "truncated header"));
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 1 {
         return Err(corrupt(
             path,
-            format!("format version {version}; this build reads version {FORMAT_VERSION}"),
+            format!("format version {version}; this build reads versions 1 to {FORMAT_VERSION}"),
         ));
     }
     let (body, tail) = bytes.split_at(bytes.len() - 4);
@@ -251,6 +258,20 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         let vmin = r.vec::<f32>(dim, "quantizer offsets")?;
         let step = r.vec::<f32>(dim, "quantizer steps")?;
         Some(Sq8 { dim, vmin, step })
+    } else {
+        None
+    };
+    let pq_stored = version >= 2 && r.u8("prefilter flag")? != 0;
+    let pq_fits = sq.is_some() && metric == Metric::L2 && Pq4::supports(dim);
+    if pq_stored && !pq_fits {
+        return Err(corrupt(path, "a prefilter quantizer for an index that cannot have one"));
+    }
+    let pq = if pq_stored {
+        let centroids = r.vec::<f32>(dim / 2 * 16 * 2, "prefilter quantizer")?;
+        if centroids.iter().any(|v| !v.is_finite()) {
+            return Err(corrupt(path, "a prefilter centroid is not finite"));
+        }
+        Some(Pq4 { dim, centroids })
     } else {
         None
     };
@@ -303,6 +324,7 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
         centroids_f16: Vec::new(),
         routing: None,
         sq,
+        pq,
         split: None,
         lists,
         ntotal,
@@ -324,6 +346,20 @@ pub fn load(path: &Path) -> Result<IvfIndex> {
             l.fill_terms(h, t);
         }
     }
+    if version == 1 && pq_fits && ntotal > 0 {
+        // before the prefilter existed: one trained on the stored codes (the same each load)
+        let mut whole = Vec::new();
+        let mut code = vec![0u8; dim];
+        for l in &index.lists {
+            for r in 0..l.len() {
+                l.code_of(r, dim, index.split.as_ref(), &mut code);
+                whole.extend_from_slice(&code);
+            }
+        }
+        index.pq = Some(Pq4::train(&whole, dim, seed));
+    }
+    let from = vec![0usize; index.lists.len()];
+    index.encode_fs(&from, None)?;
     index.set_centroids(centroids);
     index.codes_exact = index.compute_codes_exact();
     index.advise_huge_pages();

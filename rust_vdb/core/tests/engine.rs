@@ -585,3 +585,71 @@ fn ids_past_u32_widen_their_lists_and_survive_a_save() {
     }
     assert!(i0.iter().any(|&i| i >= 1 << 40) && i0.iter().any(|&i| i < 1 << 32));
 }
+
+#[test]
+fn prefilter_keeping_every_row_equals_the_u8_scan_and_survives_save_and_a_version_1_file() {
+    let (dim, n) = (16, 3000);
+    // integer values, as SIFT's: the u8 codes are exact
+    let base: Vec<f32> = blobs(n, dim, 8, 41).iter().map(|v| (v * 4.0).round()).collect();
+    let q: Vec<f32> = blobs(40, dim, 8, 42).iter().map(|v| (v * 4.0).round() + 0.25).collect();
+    let mut ivf = IvfIndex::new(dim, Some(8), Metric::L2, Storage::U8F16, 5).unwrap();
+    ivf.train(&base, None, &never_interrupt).unwrap();
+    ivf.add(&base[..1000 * dim], None, None, &never_interrupt).unwrap();
+    ivf.add(&base[1000 * dim..], None, None, &never_interrupt).unwrap();
+    let one = |ix: &IvfIndex, reorder: Option<usize>| -> (Vec<f32>, Vec<i64>) {
+        let (mut d, mut i) = (Vec::new(), Vec::new());
+        for qq in q.chunks_exact(dim) {
+            let r = ix.search_with(qq, 10, Some(3), Some(0), reorder, Some(1), &never_interrupt).unwrap();
+            d.extend(r.0);
+            i.extend(r.1);
+        }
+        (d, i)
+    };
+    let exact = one(&ivf, None);
+    // every row of the probed lists kept: the u8 scan's very results
+    assert_eq!(one(&ivf, Some(n)), exact);
+    // a real cut still finds most of them
+    let cut = one(&ivf, Some(40));
+    let found = cut.1.iter().filter(|id| exact.1.contains(id)).count();
+    assert!(found * 10 >= exact.1.len() * 8, "{found} of {}", exact.1.len());
+    // several queries in one call never take the prefilter
+    let batch = ivf.search_with(&q, 10, Some(3), Some(0), Some(40), Some(1), &never_interrupt).unwrap();
+    assert_eq!((batch.0, batch.1), exact);
+    // below k is refused
+    let e = ivf.search_with(&q[..dim], 10, Some(3), Some(0), Some(9), None, &never_interrupt).unwrap_err();
+    assert!(e.to_string().contains("reorder=9"), "{e}");
+
+    let dir = std::env::temp_dir().join(format!("vdb-prefilter-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("v2.vdb");
+    vdb_core::persist::save(&ivf, &path).unwrap();
+    let back = vdb_core::persist::load(&path).unwrap();
+    assert_eq!(one(&back, Some(40)), cut);
+    assert_eq!(back.bytes(), ivf.bytes());
+
+    // The same file as version 1 wrote it (no prefilter section): it loads with a prefilter
+    // trained on its codes, and keeping every row still gives the u8 scan's results.
+    let bytes = std::fs::read(&path).unwrap();
+    let header = 8 + 4 + 4 + 4 + 4 * 8;
+    let at = header + 8 * dim * 4 + 2 * dim * 4;
+    assert_eq!(bytes[at], 1, "the prefilter flag");
+    let pq_len = dim / 2 * 16 * 2 * 4;
+    let mut v1 = bytes[..at].to_vec();
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    v1.extend_from_slice(&bytes[at + 1 + pq_len..bytes.len() - 4]);
+    let crc = crc32fast::hash(&v1);
+    v1.extend_from_slice(&crc.to_le_bytes());
+    let old = dir.join("v1.vdb");
+    std::fs::write(&old, &v1).unwrap();
+    let back1 = vdb_core::persist::load(&old).unwrap();
+    assert_eq!(one(&back1, Some(n)), exact);
+    let cut1 = one(&back1, Some(40));
+    assert!(cut1.1.iter().filter(|id| exact.1.contains(id)).count() * 10 >= exact.1.len() * 8);
+    // a version this build does not know is refused
+    let mut v9 = bytes.clone();
+    v9[8..12].copy_from_slice(&9u32.to_le_bytes());
+    std::fs::write(&old, &v9).unwrap();
+    let e = vdb_core::persist::load(&old).unwrap_err();
+    assert!(e.to_string().contains("format version 9"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

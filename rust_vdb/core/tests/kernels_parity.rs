@@ -949,3 +949,78 @@ fn u8_tile_below_over_head_and_tail_blocks_equals_whole_rows() {
         }
     }
 }
+
+/// The prefilter scan's reference: each row's table sum with the kernels' wrapping arithmetic
+/// (pairs of entries in u8, their sums in u16), straight from unpacked codes.
+fn fs_reference(codes: &[Vec<u8>], lut: &[u8], thr: u32) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    for (r, code) in codes.iter().enumerate() {
+        let mut d = 0u16;
+        for (p, two) in code.chunks_exact(2).enumerate() {
+            let e = lut[2 * p * 32 + two[0] as usize].wrapping_add(lut[(2 * p + 1) * 32 + two[1] as usize]);
+            d = d.wrapping_add(e as u16);
+        }
+        if d as u32 <= thr {
+            out.push((r as u32, d as u32));
+        }
+    }
+    out
+}
+
+#[test]
+fn fs_below_keeps_exactly_the_rows_under_the_threshold() {
+    use vdb_core::pq4::{pack_row, packed_len, FS_BLOCK};
+    let mut rng = Rng(33);
+    let mut tables = simd_tables();
+    tables.insert(0, &SCALAR);
+    for k in tables {
+        for pairs in [4usize, 8, 64, 130] {
+            for nrows in [0usize, 1, 5, 31, 32, 33, 64, 95, 200] {
+                // in-contract tables (entries <= 127) and any bytes at all (wrapping sums)
+                for wild in [false, true] {
+                    let lut: Vec<u8> = (0..pairs)
+                        .flat_map(|_| {
+                            let e: Vec<u8> = (0..16).map(|_| if wild { rng.u8() } else { rng.u8() >> 1 }).collect();
+                            [e.clone(), e].concat()
+                        })
+                        .collect();
+                    let codes: Vec<Vec<u8>> = (0..nrows).map(|_| (0..pairs).map(|_| rng.u8() & 15).collect()).collect();
+                    let bb = pairs / 2 * FS_BLOCK;
+                    let mut packed = Vec::new();
+                    for (r, c) in codes.iter().enumerate() {
+                        pack_row(&mut packed, bb, r, c);
+                    }
+                    assert_eq!(packed.len(), packed_len(nrows, bb));
+                    let all = fs_reference(&codes, &lut, u32::MAX);
+                    let mut sums: Vec<u32> = all.iter().map(|&(_, d)| d).collect();
+                    sums.sort_unstable();
+                    let mut thrs = vec![0u32, u32::MAX, 65_535, 70_000];
+                    if let Some(&mid) = sums.get(nrows / 2) {
+                        thrs.extend([mid, mid.saturating_sub(1), sums[0]]);
+                    }
+                    for thr in thrs {
+                        let (mut pos, mut dist) = (vec![0u32; nrows], vec![0u32; nrows]);
+                        let c = (k.fs_below)(&packed, nrows, &lut, thr, &mut pos, &mut dist);
+                        let got: Vec<(u32, u32)> = pos[..c].iter().copied().zip(dist[..c].iter().copied()).collect();
+                        assert_eq!(got, fs_reference(&codes, &lut, thr),
+                                   "{} pairs {pairs} rows {nrows} thr {thr} wild {wild}", k.name);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fs_below_refuses_blocks_that_do_not_fit_the_rows() {
+    for k in available_tables() {
+        let lut = vec![0u8; 4 * 32];
+        let (mut pos, mut dist) = (vec![0u32; 40], vec![0u32; 40]);
+        for (packed, n) in [(vec![0u8; 64], 33usize), (vec![0u8; 65], 1)] {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                (k.fs_below)(&packed, n, &lut, 9, &mut pos, &mut dist)
+            }));
+            assert!(r.is_err(), "{}: {} bytes for {n} rows", k.name, packed.len());
+        }
+    }
+}

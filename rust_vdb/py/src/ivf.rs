@@ -109,7 +109,8 @@ impl IvfIndex {
     }
 
     /// (D, I), float32 and int64 arrays of shape (nq, k), best first.
-    #[pyo3(signature = (queries, k = 10, nprobe = None, rerank = None, threads = None))]
+    #[pyo3(signature = (queries, k = 10, nprobe = None, rerank = None, threads = None, reorder = None))]
+    #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
         py: Python<'py>,
@@ -118,6 +119,7 @@ impl IvfIndex {
         nprobe: Option<i64>,
         rerank: Option<i64>,
         threads: Option<i64>,
+        reorder: Option<i64>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let dim = self.dim;
         let q = arrays::matrix(queries, dim, "queries")?;
@@ -125,11 +127,12 @@ impl IvfIndex {
         let nprobe = opt_count("nprobe", nprobe, 0)?;
         let rerank = opt_count("rerank", rerank, 0)?;
         let threads = opt_count("threads", threads, 1)?;
+        let reorder = opt_count("reorder", reorder, 0)?;
         let qs = q.as_slice()?;
         let nq = qs.len() / dim;
         let (d, i, s) = detached(py, |interrupt| {
             self.read()
-                .search(qs, k, nprobe, rerank, threads, interrupt)
+                .search_with(qs, k, nprobe, rerank, reorder, threads, interrupt)
         })?;
         self.last_stats.set(s);
         arrays::results(py, nq, k, d, i)

@@ -13,6 +13,7 @@ use crate::error::{Interrupt, Result, VdbError};
 use crate::kmeans::{self, KMeansParams};
 use crate::metric::Metric;
 use crate::pool;
+use crate::pq4::Pq4;
 use crate::quant::Sq8;
 use crate::validate;
 
@@ -65,21 +66,24 @@ impl IvfIndex {
             Storage::U8F16 => Some(Sq8::train(x, self.dim, self.metric)),
             _ => None,
         };
-        // "l2" over u8 codes: the head dims are those whose codes vary most on the sample.
-        let split = match (&sq, self.metric) {
+        // "l2" over u8 codes: the head dims are those whose codes vary most on the sample, and
+        // the 4-bit prefilter is trained on the sample's codes.
+        let (split, pq) = match (&sq, self.metric) {
             (Some(sq), Metric::L2) => {
                 let dim = self.dim;
                 let mut codes = vec![0u8; n * dim];
                 for (row, c) in x.chunks_exact(dim).zip(codes.chunks_exact_mut(dim)) {
                     sq.encode(row, c);
                 }
-                CodeSplit::from_codes(codes.chunks_exact(dim), dim)
+                let pq = Pq4::supports(dim).then(|| Pq4::train(&codes, dim, self.seed));
+                (CodeSplit::from_codes(codes.chunks_exact(dim), dim), pq)
             }
-            _ => None,
+            _ => (None, None),
         };
         // Commit only now: a failed or interrupted training leaves the index as it was.
         self.sq = sq;
         self.split = split;
+        self.pq = pq;
         self.set_centroids(km.centroids);
         self.lists = vec![InvList::default(); nlist];
         Ok(())
@@ -101,7 +105,9 @@ impl IvfIndex {
         // Nothing is mutated before every vector is assigned: an interrupted add leaves the
         // index as it was.
         let asg = self.assign_lists(x, threads, interrupt)?;
+        let old: Vec<usize> = self.lists.iter().map(InvList::len).collect();
         let exact = self.fill_lists(x, &asg, ids, threads)?;
+        self.encode_fs(&old, threads)?;
         self.codes_exact &= exact;
         self.ntotal += n;
         self.advise_huge_pages();

@@ -31,6 +31,10 @@ pub struct InvList {
     pub terms: Vec<i32>,
     /// The same of each tail (with a split).
     pub tail_terms: Vec<i32>,
+    /// Each row's 4-bit prefilter code, packed in blocks (`crate::pq4`; "u8+f16" with L2
+    /// where the index has a `Pq4`). Derived from the u8 codes: kept up by `add`, recomputed
+    /// on load, never stored.
+    pub fs: Vec<u8>,
 }
 
 impl InvList {
@@ -297,6 +301,31 @@ impl IvfIndex {
                     .reduce(|| true, |a, b| a && b)
             })
         }
+    }
+
+    /// The prefilter codes (`InvList::fs`) of every list's rows from `from[li]` on (all of
+    /// them on load), from their u8 codes; nothing without a `Pq4`.
+    pub(crate) fn encode_fs(&mut self, from: &[usize], threads: Option<usize>) -> Result<()> {
+        let Some(pq) = self.pq.as_ref() else {
+            return Ok(());
+        };
+        let (dim, split) = (self.dim, self.split.as_ref());
+        let bb = pq.block_bytes();
+        let encode = |(code, fs): &mut (Vec<u8>, Vec<u8>), (l, &f): (&mut InvList, &usize)| {
+            for r in f..l.len() {
+                l.code_of(r, dim, split, code);
+                pq.encode(code, fs);
+                crate::pq4::pack_row(&mut l.fs, bb, r, fs);
+            }
+        };
+        let init = || (vec![0u8; dim], vec![0u8; pq.pairs()]);
+        pool::install(threads, || {
+            self.lists
+                .par_iter_mut()
+                .zip(from)
+                .with_min_len(16)
+                .for_each_init(init, encode)
+        })
     }
 
     /// Reserves room for the new rows of every list (`start` as from `members_by_cluster`):

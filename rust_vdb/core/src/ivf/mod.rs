@@ -24,6 +24,7 @@ pub use crate::defaults::{
 use crate::error::{Result, VdbError};
 use crate::kmeans;
 use crate::metric::Metric;
+use crate::pq4::Pq4;
 use crate::quant::Sq8;
 use crate::route::SuperRouting;
 use crate::validate;
@@ -87,6 +88,10 @@ pub struct SearchParams {
     pub rerank: usize,
     /// rerank was not given and the codes are exact: queries whose own codes are exact skip it.
     pub rerank_auto: bool,
+    /// One query per call, scanned by one thread: its lists' 4-bit prefilter codes are scanned
+    /// first and only the best `reorder` rows get their u8 distance (0: the u8 scan reads
+    /// every row's head). Kept at 0 where the index has no prefilter.
+    pub reorder: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -111,6 +116,9 @@ pub struct IvfIndex {
     /// lists and for "ip", where a group's centre says little about its members' products).
     pub(crate) routing: Option<SuperRouting>,
     pub(crate) sq: Option<Sq8>,
+    /// The 4-bit prefilter's quantizer ("l2" over u8+f16, dim a multiple of 4): the
+    /// single-query scan's first pass where a search asks for one (`SearchParams::reorder`).
+    pub(crate) pq: Option<Pq4>,
     /// "l2" over u8+f16 (from 32 dims): the order of the head and tail code blocks (`split`;
     /// derived from the codes at train and load, never stored).
     pub(crate) split: Option<CodeSplit>,
@@ -148,6 +156,7 @@ impl IvfIndex {
             centroids_f16: Vec::new(),
             routing: None,
             sq: None,
+            pq: None,
             split: None,
             lists: Vec::new(),
             ntotal: 0,
@@ -259,6 +268,7 @@ impl IvfIndex {
                     + l.vf16.len() * 2
                     + l.vf32.len() * 4
                     + l.terms.len() * 4
+                    + l.fs.len()
             })
             .sum();
         let sq = self
@@ -266,7 +276,8 @@ impl IvfIndex {
             .as_ref()
             .map_or(0, |s| (s.vmin.len() + s.step.len()) * 4);
         let routing = self.routing.as_ref().map_or(0, SuperRouting::bytes);
-        lists + self.centroids.len() * 4 + self.centroids_f16.len() * 2 + sq + routing
+        let pq = self.pq.as_ref().map_or(0, |p| p.centroids.len() * 4);
+        lists + pq + self.centroids.len() * 4 + self.centroids_f16.len() * 2 + sq + routing
     }
 
     /// nlist for a training set of n vectors: the requested one, else round(4 sqrt(n)).
@@ -280,6 +291,17 @@ impl IvfIndex {
         k: usize,
         nprobe: Option<usize>,
         rerank: Option<usize>,
+    ) -> Result<SearchParams> {
+        self.params_with(k, nprobe, rerank, None)
+    }
+
+    /// `params` with the prefilter's `reorder` (None: off).
+    pub fn params_with(
+        &self,
+        k: usize,
+        nprobe: Option<usize>,
+        rerank: Option<usize>,
+        reorder: Option<usize>,
     ) -> Result<SearchParams> {
         if !self.is_trained() {
             return Err(VdbError::NotReady(
@@ -303,11 +325,19 @@ impl IvfIndex {
                 r
             }
         };
+        let reorder = match reorder {
+            None | Some(0) => 0,
+            Some(r) if r < k => {
+                return crate::invalid!("reorder={r} is below k={k}: expected 0 (off) or reorder >= k")
+            }
+            Some(r) => r,
+        };
         Ok(SearchParams {
             k,
             nprobe,
             rerank,
             rerank_auto,
+            reorder: if self.pq.is_some() { reorder } else { 0 },
         })
     }
 }

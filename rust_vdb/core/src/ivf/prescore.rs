@@ -43,6 +43,8 @@ pub(super) struct Prescore {
     pub rerank_q: Vec<bool>,
     /// Per query of the block: the best candidates, payload = where the row lives.
     pub heaps: Vec<Reservoir<RowRef>>,
+    /// The search's `SearchParams::reorder`.
+    pub reorder: usize,
 }
 
 impl IvfIndex {
@@ -91,6 +93,7 @@ impl IvfIndex {
         }
         // Per query: rerank the best `rerank` u8 candidates, or keep the u8 top k (rerank 0,
         // or the default on exact codes for a query whose own codes are exact).
+        s.reorder = p.reorder;
         let rerank = self.storage == Storage::U8F16 && p.rerank > 0;
         s.rerank_q.clear();
         for qi in 0..m {
@@ -251,7 +254,7 @@ impl IvfIndex {
     }
 
     /// Bytes the scan reads per stored vector.
-    fn row_bytes(&self) -> usize {
+    pub(super) fn row_bytes(&self) -> usize {
         let dim = self.dim;
         match (self.storage, self.metric.is_similarity()) {
             (Storage::U8F16, false) => self.head_dims() + 4, // head code + its l2 term (tails apart)

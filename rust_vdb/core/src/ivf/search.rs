@@ -69,9 +69,24 @@ impl IvfIndex {
         threads: Option<usize>,
         interrupt: Interrupt,
     ) -> Result<(Vec<f32>, Vec<i64>, SearchStats)> {
+        self.search_with(queries, k, nprobe, rerank, None, threads, interrupt)
+    }
+
+    /// `search` with the single-query prefilter's `reorder` (`SearchParams::reorder`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_with(
+        &self,
+        queries: &[f32],
+        k: usize,
+        nprobe: Option<usize>,
+        rerank: Option<usize>,
+        reorder: Option<usize>,
+        threads: Option<usize>,
+        interrupt: Interrupt,
+    ) -> Result<(Vec<f32>, Vec<i64>, SearchStats)> {
         let dim = self.dim;
         let nq = validate::rows(queries, dim, "queries")?;
-        let p = self.params(k, nprobe, rerank)?;
+        let p = self.params_with(k, nprobe, rerank, reorder)?;
         validate::finite(queries, dim, "queries")?;
         pool::check_threads(threads)?;
         let t0 = Instant::now();

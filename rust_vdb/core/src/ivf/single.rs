@@ -22,6 +22,10 @@ const CHUNK_ROWS: usize = 16;
 /// ... with the prefetch cursor this many rows ahead (8 KiB of codes at dim 128): far enough
 /// to cover a DRAM latency, near enough to stay in cache (benchmarks/results/perf-single-round2.md).
 const AHEAD_ROWS: usize = 64;
+/// The prefilter scan asks for this much of the next list's codes while it scans a list ...
+const FS_AHEAD_BYTES: usize = 512;
+/// ... and its reorder for the lines of the candidate this many places ahead.
+const REORDER_AHEAD: usize = 12;
 
 impl IvfIndex {
     /// Scans the lists of one query's `probes` (nearest first) into its heap, `qblock` the
@@ -42,7 +46,10 @@ impl IvfIndex {
     ) {
         let planned = self.begin_scan(probes, s, stats);
         let t0 = Instant::now();
-        let helpers = if split > 1 && planned >= SPLIT_MIN_CODES && probes.len() > 1 {
+        // the prefilter scans on the calling thread alone (measured faster than the u8 scan
+        // split over two threads)
+        let fs = s.reorder > 0 && self.storage == Storage::U8F16 && !self.metric.is_similarity();
+        let helpers = if !fs && split > 1 && planned >= SPLIT_MIN_CODES && probes.len() > 1 {
             pool::helpers_free(split - 1)
         } else {
             0
@@ -62,7 +69,14 @@ impl IvfIndex {
             stats.threads = parts.len() as u64;
             stats.timers.prescore_merge_s += scanned.elapsed().as_secs_f64();
         } else {
-            if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
+            if fs {
+                self.scan_one_fs(kern, qblock, probes, s, bufs);
+                // the prefilter's codes were read instead of the heads (begin_scan counted
+                // those), and each reordered row's head with its tail (counted below)
+                let fs_bytes = self.pq.as_ref().map_or(0, |p| p.block_bytes() / crate::pq4::FS_BLOCK);
+                stats.bytes_scanned -= (planned * (self.row_bytes() - fs_bytes)) as u64;
+                stats.bytes_scanned += s.tails.read * (self.head_dims() + 4) as u64;
+            } else if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
                 self.scan_one_l2_u8(kern, probes, s, bufs);
             } else {
                 self.scan_probes(kern, qblock, probes, s);
@@ -142,6 +156,90 @@ impl IvfIndex {
             })
         };
         pool::run_shared(split - 1, &work)
+    }
+
+    /// One query's scan through the 4-bit prefilter (`SearchParams::reorder`): the prefilter
+    /// codes of its lists, nearest list first (`fs_below`: a quarter of the bytes of the u8
+    /// codes), into a reservoir of the `reorder` rows with the smallest table sums; then
+    /// those rows' whole u8 distances (heads, tails and ids prefetched first) into its heap.
+    fn scan_one_fs(
+        &self,
+        kern: &Kernels,
+        qblock: &[f32],
+        probes: &[Probe],
+        s: &mut Prescore,
+        bufs: &mut ScanBufs,
+    ) {
+        let (Some(pq), Some(sq)) = (self.pq.as_ref(), self.sq.as_ref()) else {
+            unreachable!("SearchParams::reorder is 0 without a prefilter");
+        };
+        let dim = self.dim;
+        // the query in the code domain, unrounded
+        bufs.qf.clear();
+        bufs.qf
+            .extend((0..dim).map(|d| (qblock[d] - sq.vmin[d]) / sq.step[d]));
+        pq.lut(&bufs.qf, &mut bufs.lut);
+        let heap = &mut s.heaps[0];
+        let cand = &mut bufs.cand;
+        cand.reset(s.reorder.max(heap.k()));
+        let (pos, dist) = &mut bufs.rows;
+        let mut thr = u32::MAX;
+        for (i, probe) in probes.iter().enumerate() {
+            // The next list's first lines (the hardware prefetcher follows from there; asking
+            // for all of a list at once stalls the scan on full miss buffers), and the list
+            // after that one's header.
+            if let Some(next) = probes.get(i + 1) {
+                let fs = &self.lists[next.list()].fs;
+                crate::kernels::prefetch(&fs[..fs.len().min(FS_AHEAD_BYTES)]);
+            }
+            if let Some(after) = probes.get(i + 2) {
+                crate::kernels::prefetch(std::slice::from_ref(&self.lists[after.list()]));
+            }
+            let li = probe.list();
+            let list = &self.lists[li];
+            let n = list.len();
+            if pos.len() < n {
+                pos.resize(n, 0);
+                dist.resize(n, 0);
+            }
+            let got = (kern.fs_below)(&list.fs, n, &bufs.lut, thr, pos, dist);
+            for (&r, &d) in pos[..got].iter().zip(&dist[..got]) {
+                // ties broken by place, so the reservoir's choice is the same on every run
+                let key = ((li as i64) << 32) | r as i64;
+                cand.push(d as f32, key, RowRef::new(li, r as usize));
+            }
+            let t = cand.threshold();
+            thr = if t.is_finite() { t as u32 } else { u32::MAX };
+        }
+        cand.drain_sorted(&mut bufs.hits);
+        let h = self.head_dims();
+        let t = dim - h;
+        // each candidate's lines asked for REORDER_AHEAD candidates before it is scored
+        let ask = |hit: &Hit<RowRef>| {
+            let (l, r) = (&self.lists[hit.payload.list()], hit.payload.row());
+            crate::kernels::prefetch(&l.codes[r * h..(r + 1) * h]);
+            if t > 0 {
+                crate::kernels::prefetch(&l.tail[r * t..(r + 1) * t]);
+            }
+            l.ids.prefetch(r);
+        };
+        bufs.hits.iter().take(REORDER_AHEAD).for_each(ask);
+        let (qh, qt) = s.qsplit[..dim].split_at(h);
+        for (i, hit) in bufs.hits.iter().enumerate() {
+            if let Some(later) = bufs.hits.get(i + REORDER_AHEAD) {
+                ask(later);
+            }
+            let (l, r) = (&self.lists[hit.payload.list()], hit.payload.row());
+            let mut d = (kern.l2_u8)(qh, &l.codes[r * h..(r + 1) * h]);
+            if t > 0 {
+                d = d.wrapping_add((kern.l2_u8)(qt, &l.tail[r * t..(r + 1) * t]));
+            }
+            let sc = d as f32;
+            if sc <= heap.threshold() {
+                heap.push(sc, l.ids.get(r), hit.payload);
+            }
+        }
+        s.tails.read += bufs.hits.len() as u64;
     }
 
     /// One query's u8 l2 scan over all its probed lists (`scan_l2_u8_lists`, in order).
@@ -352,6 +450,13 @@ impl Order {
 pub(super) struct ScanBufs {
     rows: (Vec<u32>, Vec<u32>),
     pub tails: Tails,
+    /// The prefilter's query (code domain), its tables, its reservoir and that one's best.
+    qf: Vec<f32>,
+    lut: Vec<u8>,
+    /// (a reservoir: a row passing its threshold is appended, the cut to the best comes
+    /// only when it is full, so the threshold lags the reorder-th best a little)
+    cand: Reservoir<RowRef>,
+    hits: Vec<Hit<RowRef>>,
 }
 
 /// A prefetch cursor over the u8 codes and l2 terms of a query's probed lists, in visiting

@@ -44,6 +44,7 @@ pub static AVX2: Kernels = Kernels {
     l2_u8_tile_all,
     tile_all_fast: false,
     argmin_score,
+    fs_below,
 };
 
 /// This table's `l2_u8_batch_pre` for each query of the tile in turn.
@@ -962,4 +963,81 @@ fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
     check_pair(src.len(), dst.len());
     // SAFETY: lengths checked; table handed out only after the feature check (see above).
     unsafe { f16_to_f32_impl(src, dst) }
+}
+
+/// `Kernels::fs_below` on AVX2: a block of 32 rows at a time, two `vpshufb` lookups per 32
+/// bytes of codes (low and high nibbles, the pair tables in both lanes), their byte sums
+/// accumulated in u16 lanes twice over (whole, and shifted right by 8: the odd rows), the even
+/// rows recovered by subtracting the odd ones shifted back (faiss's fast-scan accumulation).
+pub fn fs_below(
+    packed: &[u8],
+    n: usize,
+    lut: &[u8],
+    thr: u32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    super::check_fs(packed.len(), n, lut.len(), pos.len(), dist.len());
+    // SAFETY: lengths checked above: packed holds n.div_ceil(32) whole blocks of
+    // lut.len() / 64 32-byte loads, lut lut.len() / 32 32-byte tables, pos and dist n values;
+    // the tables holding this function are handed out only after is_x86_feature_detected!
+    // confirmed avx2, fma and f16c.
+    unsafe { fs_below_impl(packed, n, lut, thr, pos, dist) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn fs_below_impl(
+    packed: &[u8],
+    n: usize,
+    lut: &[u8],
+    thr: u32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    const B: usize = crate::pq4::FS_BLOCK;
+    let quads = lut.len() / 64;
+    let nib = _mm256_set1_epi8(0x0F);
+    let thr_v = _mm256_set1_epi16(thr.min(u16::MAX as u32) as u16 as i16);
+    let lp = lut.as_ptr();
+    let (pp, dp) = (pos.as_mut_ptr(), dist.as_mut_ptr());
+    let mut c = 0usize;
+    for b in 0..n.div_ceil(B) {
+        let bp = packed.as_ptr().add(b * quads * B);
+        let (mut whole, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        for p in 0..quads {
+            let v = _mm256_loadu_si256(bp.add(p * B) as *const __m256i);
+            let lo = _mm256_and_si256(v, nib);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), nib);
+            let t0 = _mm256_loadu_si256(lp.add(2 * p * 32) as *const __m256i);
+            let t1 = _mm256_loadu_si256(lp.add((2 * p + 1) * 32) as *const __m256i);
+            let d = _mm256_add_epi8(_mm256_shuffle_epi8(t0, lo), _mm256_shuffle_epi8(t1, hi));
+            whole = _mm256_add_epi16(whole, d);
+            odd = _mm256_add_epi16(odd, _mm256_srli_epi16::<8>(d));
+        }
+        let even = _mm256_sub_epi16(whole, _mm256_slli_epi16::<8>(odd));
+        // x <= thr in u16: min(x, thr) == x
+        let le_e = _mm256_cmpeq_epi16(_mm256_min_epu16(even, thr_v), even);
+        let le_o = _mm256_cmpeq_epi16(_mm256_min_epu16(odd, thr_v), odd);
+        let me = _mm256_movemask_epi8(le_e) as u32 & 0x5555_5555;
+        let mo = _mm256_movemask_epi8(le_o) as u32 & 0x5555_5555;
+        let mut mask = me | (mo << 1);
+        let here = n - b * B;
+        if here < B {
+            mask &= (1u32 << here) - 1;
+        }
+        if mask != 0 {
+            let (mut ev, mut od) = ([0u16; 16], [0u16; 16]);
+            _mm256_storeu_si256(ev.as_mut_ptr() as *mut __m256i, even);
+            _mm256_storeu_si256(od.as_mut_ptr() as *mut __m256i, odd);
+            while mask != 0 {
+                let j = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                let d = if j & 1 == 0 { ev[j / 2] } else { od[j / 2] };
+                *pp.add(c) = (b * B + j) as u32;
+                *dp.add(c) = d as u32;
+                c += 1;
+            }
+        }
+    }
+    c
 }

@@ -62,6 +62,9 @@ pub type L2U8TileAll = fn(&[u8], &[u8], &[i32], &mut [u32]);
 /// The most queries one `l2_u8_tile_below` call takes (one per lane of a 512-bit vector).
 pub const TILE_QUERIES: usize = 16;
 
+/// `fs_below(packed, n, lut, thr, pos, dist) -> count`.
+pub type FsBelow = fn(&[u8], usize, &[u8], u32, &mut [u32], &mut [u32]) -> usize;
+
 /// `argmin_score(dots, norms, ip) -> (position, score)`.
 pub type ArgminScore = fn(&[f32], &[f32], bool) -> (u32, f32);
 
@@ -141,6 +144,14 @@ pub struct Kernels {
     /// Nearest centroid from its inner products: `(j, score)` of the first smallest score,
     /// -dots[j] (`ip`) or norms[j] - 2 dots[j]. Exact: every level returns the scalar answer.
     pub argmin_score: ArgminScore,
+    /// The 4-bit prefilter's scan (`crate::pq4`): of `n` rows packed in `packed` (blocks of
+    /// `pq4::FS_BLOCK` rows, `lut.len() / 64` 32-byte pair-of-pairs each), the positions of
+    /// those whose table sum is at most `thr` go to `pos` and the sums to `dist`, in row
+    /// order; returns how many. `lut` holds 32 bytes per pair, an entry per code in each
+    /// 16-byte half. Sums are taken as the SIMD tables take them: each pair-of-pairs' two
+    /// entries added in a byte, those added in u16, both wrapping, so entries up to 127 and
+    /// `pairs * 127 < 65536` give the exact sums (`pq4::Pq4::lut` keeps to that).
+    pub fs_below: FsBelow,
 }
 
 pub static SCALAR: Kernels = Kernels {
@@ -169,6 +180,7 @@ pub static SCALAR: Kernels = Kernels {
     l2_u8_tile_all: scalar::l2_u8_tile_all,
     tile_all_fast: false,
     argmin_score: scalar::argmin_score,
+    fs_below: scalar::fs_below,
 };
 
 /// sum(q^2) of a u8 code vector, modulo 2^32: the query's term of the rewritten l2
@@ -405,6 +417,15 @@ pub(crate) fn check_below(dim: usize, rows: usize, n: usize, pos: usize, dist: u
         pos >= n && dist >= n,
         "outputs hold {pos} positions and {dist} distances for {n} rows"
     );
+}
+
+/// The length checks of every `fs_below`: whole 32-byte pair tables, an even number of pairs,
+/// the packed blocks of `n` rows, and room for every row in the outputs.
+pub(crate) fn check_fs(packed: usize, n: usize, lut: usize, pos: usize, dist: usize) {
+    assert!(lut.is_multiple_of(64) && lut > 0, "fs tables hold {lut} bytes, expected 64 per pair of pairs");
+    let want = n.div_ceil(crate::pq4::FS_BLOCK) * (lut / 64) * 32;
+    assert_eq!(packed, want, "fs blocks hold {packed} bytes, expected {want} for {n} rows");
+    assert!(pos >= n && dist >= n, "outputs hold {pos} positions and {dist} distances for {n} rows");
 }
 
 /// Asks the CPU to start loading every cache line of `data`, for rows whose use is known a few

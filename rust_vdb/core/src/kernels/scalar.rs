@@ -125,6 +125,38 @@ pub fn l2_u8_batch_pre_below(
     super::pre_below_via(l2_u8_batch_pre, q, rows, terms, thr, pos, dist)
 }
 
+/// `Kernels::fs_below`: each row's table sum, taken as the SIMD tables take it (the two
+/// entries of a byte of codes added in u8, those sums in u16, both wrapping).
+pub fn fs_below(
+    packed: &[u8],
+    n: usize,
+    lut: &[u8],
+    thr: u32,
+    pos: &mut [u32],
+    dist: &mut [u32],
+) -> usize {
+    super::check_fs(packed.len(), n, lut.len(), pos.len(), dist.len());
+    const B: usize = crate::pq4::FS_BLOCK;
+    let quads = lut.len() / 64;
+    let mut c = 0;
+    for r in 0..n {
+        let blk = &packed[(r / B) * quads * B..];
+        let mut d = 0u16;
+        for p in 0..quads {
+            let byte = blk[p * B + r % B];
+            let lo = lut[(2 * p) * 32 + (byte & 15) as usize];
+            let hi = lut[(2 * p + 1) * 32 + (byte >> 4) as usize];
+            d = d.wrapping_add(lo.wrapping_add(hi) as u16);
+        }
+        if d as u32 <= thr {
+            pos[c] = r as u32;
+            dist[c] = d as u32;
+            c += 1;
+        }
+    }
+    c
+}
+
 /// `l2_u8_batch_pre` for each query of a tile in turn (see `Kernels::l2_u8_tile_below`).
 #[allow(clippy::too_many_arguments)]
 pub fn l2_u8_tile_below(

@@ -45,6 +45,8 @@ pub static AVX512: Kernels = Kernels {
     l2_u8_tile_all: super::avx2::l2_u8_tile_all,
     tile_all_fast: false,
     argmin_score,
+    // the AVX2 kernel: 256-bit shuffles are what its lookups need
+    fs_below: super::avx2::fs_below,
 };
 
 /// `AVX512_VNNI` with the query tiles scored by AMX (`l2_u8_tile_below_amx`), for CPUs with
