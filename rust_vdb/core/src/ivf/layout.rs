@@ -318,6 +318,12 @@ impl IvfIndex {
                 crate::pq4::pack_row(&mut l.fs, bb, r, fs);
             }
         };
+        // every list's room first, in one pass, so the blocks lie together (as the u8 codes
+        // do: `reserve_lists`) for `advise_huge_pages`
+        for l in self.lists.iter_mut() {
+            let want = crate::pq4::packed_len(l.len(), bb);
+            l.fs.reserve_exact(want.saturating_sub(l.fs.len()));
+        }
         let init = || (vec![0u8; dim], vec![0u8; pq.pairs()]);
         pool::install(threads, || {
             self.lists
@@ -382,6 +388,7 @@ impl IvfIndex {
                     (l.tail_terms.as_ptr() as usize, l.tail_terms.len() * 4),
                     (l.vf16.as_ptr() as usize, f16),
                     (l.vf32.as_ptr() as usize, l.vf32.len() * 4),
+                    (l.fs.as_ptr() as usize, l.fs.len()),
                 ]
             })
             .collect();

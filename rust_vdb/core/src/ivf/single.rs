@@ -204,19 +204,16 @@ impl IvfIndex {
             }
             let got = (kern.fs_below)(&list.fs, n, &bufs.lut, thr, pos, dist);
             for (&r, &d) in pos[..got].iter().zip(&dist[..got]) {
-                // ties broken by place, so the reservoir's choice is the same on every run
-                let key = ((li as i64) << 32) | r as i64;
-                cand.push(d as f32, key, RowRef::new(li, r as usize));
+                cand.push(d, li, r as usize);
             }
-            let t = cand.threshold();
-            thr = if t.is_finite() { t as u32 } else { u32::MAX };
+            thr = cand.threshold();
         }
         cand.drain_sorted(&mut bufs.hits);
         let h = self.head_dims();
         let t = dim - h;
         // each candidate's lines asked for REORDER_AHEAD candidates before it is scored
-        let ask = |hit: &Hit<RowRef>| {
-            let (l, r) = (&self.lists[hit.payload.list()], hit.payload.row());
+        let ask = |hit: &RowRef| {
+            let (l, r) = (&self.lists[hit.list()], hit.row());
             crate::kernels::prefetch(&l.codes[r * h..(r + 1) * h]);
             if t > 0 {
                 crate::kernels::prefetch(&l.tail[r * t..(r + 1) * t]);
@@ -229,14 +226,14 @@ impl IvfIndex {
             if let Some(later) = bufs.hits.get(i + REORDER_AHEAD) {
                 ask(later);
             }
-            let (l, r) = (&self.lists[hit.payload.list()], hit.payload.row());
+            let (l, r) = (&self.lists[hit.list()], hit.row());
             let mut d = (kern.l2_u8)(qh, &l.codes[r * h..(r + 1) * h]);
             if t > 0 {
                 d = d.wrapping_add((kern.l2_u8)(qt, &l.tail[r * t..(r + 1) * t]));
             }
             let sc = d as f32;
             if sc <= heap.threshold() {
-                heap.push(sc, l.ids.get(r), hit.payload);
+                heap.push(sc, l.ids.get(r), *hit);
             }
         }
         s.tails.read += bufs.hits.len() as u64;
@@ -453,10 +450,8 @@ pub(super) struct ScanBufs {
     /// The prefilter's query (code domain), its tables, its reservoir and that one's best.
     qf: Vec<f32>,
     lut: Vec<u8>,
-    /// (a reservoir: a row passing its threshold is appended, the cut to the best comes
-    /// only when it is full, so the threshold lags the reorder-th best a little)
-    cand: Reservoir<RowRef>,
-    hits: Vec<Hit<RowRef>>,
+    cand: FsCands,
+    hits: Vec<RowRef>,
 }
 
 /// A prefetch cursor over the u8 codes and l2 terms of a query's probed lists, in visiting
@@ -517,9 +512,61 @@ impl<'a> Ahead<'a> {
     }
 }
 
+/// The prefilter's best rows (`IvfIndex::scan_one_fs`), a reservoir as `topk::Reservoir` (rows
+/// at or under the threshold appended, a cut to the best when full) over one packed word a
+/// row: table sum, list, row, so a cut is a selection of plain integers and ties go to the
+/// earlier place, the same on every run. (A histogram of the sums that keeps the threshold at
+/// the k-th best, as a heap would, measured 0.98x: the cuts are not what the scan waits on.)
+#[derive(Default)]
+struct FsCands {
+    k: usize,
+    thr: u32,
+    buf: Vec<u128>,
+}
+
+impl FsCands {
+    fn reset(&mut self, k: usize) {
+        self.k = k.max(1);
+        self.thr = u32::MAX;
+        self.buf.clear();
+        self.buf.reserve(2 * self.k + 16);
+    }
+
+    /// Sums above this cannot enter.
+    fn threshold(&self) -> u32 {
+        self.thr
+    }
+
+    /// Adds a row (one above the threshold is harmless: cut later).
+    #[inline]
+    fn push(&mut self, sum: u32, list: usize, row: usize) {
+        self.buf.push(((sum as u128) << 64) | ((list as u128) << 32) | row as u128);
+        if self.buf.len() >= 2 * self.k + 16 {
+            self.cut();
+        }
+    }
+
+    /// Keeps the k best; the threshold becomes the worst of them.
+    fn cut(&mut self) {
+        if self.buf.len() > self.k {
+            self.buf.select_nth_unstable(self.k - 1);
+            self.buf.truncate(self.k);
+            self.thr = (self.buf[self.k - 1] >> 64) as u32;
+        }
+    }
+
+    /// The k best rows, best first, into `out`; empties the set.
+    fn drain_sorted(&mut self, out: &mut Vec<RowRef>) {
+        self.cut();
+        self.buf.sort_unstable();
+        out.clear();
+        out.extend(self.buf.drain(..).map(|w| RowRef::new((w >> 32) as u32 as usize, w as u32 as usize)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Claims, Order, SharedBound};
+    use super::{Claims, FsCands, Order, SharedBound};
 
     #[test]
     fn claims_from_both_ends_hand_out_every_probe_once() {
@@ -552,6 +599,27 @@ mod tests {
         assert_eq!(b.offer(1200.0), 900.0);
         assert_eq!(b.offer(0.0), 0.0);
         assert_eq!(b.offer(5.0), 0.0);
+    }
+
+    #[test]
+    fn prefilter_candidates_keep_the_best_sums_ties_to_the_earlier_place() {
+        let mut c = FsCands::default();
+        c.reset(3);
+        let mut rng = crate::rng::Rng::new(5);
+        let mut all = Vec::new();
+        for i in 0..200 {
+            let (sum, list, row) = (rng.below(40) as u32, i % 7, i);
+            all.push((sum, list, row));
+            if sum <= c.threshold() {
+                c.push(sum, list, row);
+            }
+        }
+        all.sort_unstable();
+        let mut out = Vec::new();
+        c.drain_sorted(&mut out);
+        let got: Vec<(usize, usize)> = out.iter().map(|r| (r.list(), r.row())).collect();
+        let want: Vec<(usize, usize)> = all[..3].iter().map(|&(_, l, r)| (l, r)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
