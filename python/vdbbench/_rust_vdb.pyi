@@ -137,12 +137,13 @@ class IvfIndex:
         the threads; a single query whose probed lists hold >= 2048 vectors shares them between
         the calling thread and the others (a helper that has not woken by the time the caller
         is done is skipped, so this never waits on a wake-up). Results do not depend on it.
-        reorder: one query per call on an "l2" "u8+f16" index (dim a multiple of 4): its
-        lists are scanned first through 4-bit codes (a quarter of the u8 codes' bytes; a
-        product quantizer of 16 centroids per pair of dims, trained with the index) and only
-        the best ``reorder`` rows get their u8 distance, on the calling thread (None or 0: the
-        u8 scan alone; 0 < reorder < k is refused). Faster at a small cost in recall per
-        nprobe; several queries in one call are not affected.
+        reorder: an "l2" "u8+f16" index (dim a multiple of 4): each query's lists are scanned
+        first through 4-bit codes (a quarter of the u8 codes' bytes; a product quantizer of 16
+        centroids per pair of dims, trained with the index) and only its best ``reorder`` rows
+        get their u8 distance (None or 0: the u8 scan alone; 0 < reorder < k is refused).
+        Results do not depend on how queries are batched. One query per call then runs on the
+        calling thread, about twice as fast at equal recall; a batch is served better by the
+        u8 scan's query tiles (measured 0.8-0.9x with it on AVX2).
         Raises InvalidInput (wrong shape/dtype, NaN/inf, k <= 0 or k > ntotal, nprobe,
         rerank or reorder out of range, threads < 1) or NotReady (before train).
         """

@@ -75,8 +75,8 @@ def default_rerank_sweep(k: int) -> tuple[int, ...]:
 
 
 def default_reorder_sweep(k: int) -> tuple[int, ...]:
-    """The prefilter depths swept by default for our l2 u8+f16 index (one query per call: the
-    4-bit prefilter keeps this many rows for the u8 distance); 0 is the u8 scan alone."""
+    """The prefilter depths swept by default for our l2 u8+f16 index (the 4-bit prefilter keeps
+    this many rows per query for the u8 distance); 0 is the u8 scan alone."""
     return (0, 10 * k, 20 * k)
 
 

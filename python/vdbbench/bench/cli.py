@@ -52,8 +52,8 @@ def register(subparsers) -> None:
     run.add_argument("--nlist", type=int, help="IVF lists (ours and faiss IVF peers); default 4*sqrt(n)")
     run.add_argument("--nprobe", default="auto", help="auto (adaptive) or a list such as 1,2,4,8 "
                      "(ScaNN: its leaves_to_search)")
-    run.add_argument("--reorder", help="for one query per call on l2 u8+f16: rows the 4-bit prefilter keeps for the u8 "
-                     "distance, to sweep (0 = no prefilter); default 0,10k,20k")
+    run.add_argument("--reorder", help="l2 u8+f16: rows per query the 4-bit prefilter keeps for the u8 distance, to "
+                     "sweep (0 = no prefilter); default 0,10k,20k")
     run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 0,4k,8k,16k; "
                      "faiss refine peers use k_factor = rerank/k")
     run.add_argument("--ef-search", help="search beam list for faiss-hnsw (efSearch), hnswlib (ef) and usearch "

@@ -612,9 +612,13 @@ fn prefilter_keeping_every_row_equals_the_u8_scan_and_survives_save_and_a_versio
     let cut = one(&ivf, Some(40));
     let found = cut.1.iter().filter(|id| exact.1.contains(id)).count();
     assert!(found * 10 >= exact.1.len() * 8, "{found} of {}", exact.1.len());
-    // several queries in one call never take the prefilter
-    let batch = ivf.search_with(&q, 10, Some(3), Some(0), Some(40), Some(1), &never_interrupt).unwrap();
-    assert_eq!((batch.0, batch.1), exact);
+    // several queries in one call, on one thread or several: the same results as one by one
+    for threads in [Some(1), Some(3)] {
+        let batch = ivf.search_with(&q, 10, Some(3), Some(0), Some(40), threads, &never_interrupt).unwrap();
+        assert_eq!((batch.0, batch.1), cut);
+        let all = ivf.search_with(&q, 10, Some(3), Some(0), Some(n), threads, &never_interrupt).unwrap();
+        assert_eq!((all.0, all.1), exact);
+    }
     // below k is refused
     let e = ivf.search_with(&q[..dim], 10, Some(3), Some(0), Some(9), None, &never_interrupt).unwrap_err();
     assert!(e.to_string().contains("reorder=9"), "{e}");

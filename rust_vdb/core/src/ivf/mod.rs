@@ -8,6 +8,7 @@
 
 mod build;
 mod layout;
+mod prefilter;
 mod prescore;
 mod probe;
 mod rerank;
@@ -88,9 +89,9 @@ pub struct SearchParams {
     pub rerank: usize,
     /// rerank was not given and the codes are exact: queries whose own codes are exact skip it.
     pub rerank_auto: bool,
-    /// One query per call, scanned by one thread: its lists' 4-bit prefilter codes are scanned
-    /// first and only the best `reorder` rows get their u8 distance (0: the u8 scan reads
-    /// every row's head). Kept at 0 where the index has no prefilter.
+    /// Each query's lists are scanned first through their 4-bit prefilter codes and only its
+    /// best `reorder` rows get their u8 distance (`prefilter.rs`; 0: the u8 scan reads every
+    /// row's head). Kept at 0 where the index has no prefilter.
     pub reorder: usize,
 }
 

@@ -199,7 +199,8 @@ impl IvfIndex {
                     &mut stats,
                 );
             } else {
-                self.prescore(kern, &s.qblock, &s.probes, &s.seeds, &mut s.pre, &mut stats);
+                let fs = &mut s.one.fs;
+                self.prescore(kern, &s.qblock, &s.probes, &s.seeds, &mut s.pre, fs, &mut stats);
             }
             let t2 = Instant::now();
             stats.prescore_s += (t2 - t1).as_secs_f64();

@@ -22,10 +22,6 @@ const CHUNK_ROWS: usize = 16;
 /// ... with the prefetch cursor this many rows ahead (8 KiB of codes at dim 128): far enough
 /// to cover a DRAM latency, near enough to stay in cache (benchmarks/results/perf-single-round2.md).
 const AHEAD_ROWS: usize = 64;
-/// The prefilter scan asks for this much of the next list's codes while it scans a list ...
-const FS_AHEAD_BYTES: usize = 512;
-/// ... and its reorder for the lines of the candidate this many places ahead.
-const REORDER_AHEAD: usize = 12;
 
 impl IvfIndex {
     /// Scans the lists of one query's `probes` (nearest first) into its heap, `qblock` the
@@ -70,12 +66,8 @@ impl IvfIndex {
             stats.timers.prescore_merge_s += scanned.elapsed().as_secs_f64();
         } else {
             if fs {
-                self.scan_one_fs(kern, qblock, probes, s, bufs);
-                // the prefilter's codes were read instead of the heads (begin_scan counted
-                // those), and each reordered row's head with its tail (counted below)
-                let fs_bytes = self.pq.as_ref().map_or(0, |p| p.block_bytes() / crate::pq4::FS_BLOCK);
-                stats.bytes_scanned -= (planned * (self.row_bytes() - fs_bytes)) as u64;
-                stats.bytes_scanned += s.tails.read * (self.head_dims() + 4) as u64;
+                self.scan_one_fs(kern, qblock, probes, s, &mut bufs.fs);
+                self.fs_count_bytes(planned, s.tails.read, stats);
             } else if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
                 self.scan_one_l2_u8(kern, probes, s, bufs);
             } else {
@@ -156,87 +148,6 @@ impl IvfIndex {
             })
         };
         pool::run_shared(split - 1, &work)
-    }
-
-    /// One query's scan through the 4-bit prefilter (`SearchParams::reorder`): the prefilter
-    /// codes of its lists, nearest list first (`fs_below`: a quarter of the bytes of the u8
-    /// codes), into a reservoir of the `reorder` rows with the smallest table sums; then
-    /// those rows' whole u8 distances (heads, tails and ids prefetched first) into its heap.
-    fn scan_one_fs(
-        &self,
-        kern: &Kernels,
-        qblock: &[f32],
-        probes: &[Probe],
-        s: &mut Prescore,
-        bufs: &mut ScanBufs,
-    ) {
-        let (Some(pq), Some(sq)) = (self.pq.as_ref(), self.sq.as_ref()) else {
-            unreachable!("SearchParams::reorder is 0 without a prefilter");
-        };
-        let dim = self.dim;
-        // the query in the code domain, unrounded
-        bufs.qf.clear();
-        bufs.qf
-            .extend((0..dim).map(|d| (qblock[d] - sq.vmin[d]) / sq.step[d]));
-        pq.lut(&bufs.qf, &mut bufs.lut);
-        let heap = &mut s.heaps[0];
-        let cand = &mut bufs.cand;
-        cand.reset(s.reorder.max(heap.k()));
-        let (pos, dist) = &mut bufs.rows;
-        let mut thr = u32::MAX;
-        for (i, probe) in probes.iter().enumerate() {
-            // The next list's first lines (the hardware prefetcher follows from there; asking
-            // for all of a list at once stalls the scan on full miss buffers), and the list
-            // after that one's header.
-            if let Some(next) = probes.get(i + 1) {
-                let fs = &self.lists[next.list()].fs;
-                crate::kernels::prefetch(&fs[..fs.len().min(FS_AHEAD_BYTES)]);
-            }
-            if let Some(after) = probes.get(i + 2) {
-                crate::kernels::prefetch(std::slice::from_ref(&self.lists[after.list()]));
-            }
-            let li = probe.list();
-            let list = &self.lists[li];
-            let n = list.len();
-            if pos.len() < n {
-                pos.resize(n, 0);
-                dist.resize(n, 0);
-            }
-            let got = (kern.fs_below)(&list.fs, n, &bufs.lut, thr, pos, dist);
-            for (&r, &d) in pos[..got].iter().zip(&dist[..got]) {
-                cand.push(d, li, r as usize);
-            }
-            thr = cand.threshold();
-        }
-        cand.drain_sorted(&mut bufs.hits);
-        let h = self.head_dims();
-        let t = dim - h;
-        // each candidate's lines asked for REORDER_AHEAD candidates before it is scored
-        let ask = |hit: &RowRef| {
-            let (l, r) = (&self.lists[hit.list()], hit.row());
-            crate::kernels::prefetch(&l.codes[r * h..(r + 1) * h]);
-            if t > 0 {
-                crate::kernels::prefetch(&l.tail[r * t..(r + 1) * t]);
-            }
-            l.ids.prefetch(r);
-        };
-        bufs.hits.iter().take(REORDER_AHEAD).for_each(ask);
-        let (qh, qt) = s.qsplit[..dim].split_at(h);
-        for (i, hit) in bufs.hits.iter().enumerate() {
-            if let Some(later) = bufs.hits.get(i + REORDER_AHEAD) {
-                ask(later);
-            }
-            let (l, r) = (&self.lists[hit.list()], hit.row());
-            let mut d = (kern.l2_u8)(qh, &l.codes[r * h..(r + 1) * h]);
-            if t > 0 {
-                d = d.wrapping_add((kern.l2_u8)(qt, &l.tail[r * t..(r + 1) * t]));
-            }
-            let sc = d as f32;
-            if sc <= heap.threshold() {
-                heap.push(sc, l.ids.get(r), *hit);
-            }
-        }
-        s.tails.read += bufs.hits.len() as u64;
     }
 
     /// One query's u8 l2 scan over all its probed lists (`scan_l2_u8_lists`, in order).
@@ -447,11 +358,8 @@ impl Order {
 pub(super) struct ScanBufs {
     rows: (Vec<u32>, Vec<u32>),
     pub tails: Tails,
-    /// The prefilter's query (code domain), its tables, its reservoir and that one's best.
-    qf: Vec<f32>,
-    lut: Vec<u8>,
-    cand: FsCands,
-    hits: Vec<RowRef>,
+    /// The 4-bit prefilter's state (`prefilter.rs`).
+    pub fs: super::prefilter::FsBufs,
 }
 
 /// A prefetch cursor over the u8 codes and l2 terms of a query's probed lists, in visiting
@@ -512,61 +420,9 @@ impl<'a> Ahead<'a> {
     }
 }
 
-/// The prefilter's best rows (`IvfIndex::scan_one_fs`), a reservoir as `topk::Reservoir` (rows
-/// at or under the threshold appended, a cut to the best when full) over one packed word a
-/// row: table sum, list, row, so a cut is a selection of plain integers and ties go to the
-/// earlier place, the same on every run. (A histogram of the sums that keeps the threshold at
-/// the k-th best, as a heap would, measured 0.98x: the cuts are not what the scan waits on.)
-#[derive(Default)]
-struct FsCands {
-    k: usize,
-    thr: u32,
-    buf: Vec<u128>,
-}
-
-impl FsCands {
-    fn reset(&mut self, k: usize) {
-        self.k = k.max(1);
-        self.thr = u32::MAX;
-        self.buf.clear();
-        self.buf.reserve(2 * self.k + 16);
-    }
-
-    /// Sums above this cannot enter.
-    fn threshold(&self) -> u32 {
-        self.thr
-    }
-
-    /// Adds a row (one above the threshold is harmless: cut later).
-    #[inline]
-    fn push(&mut self, sum: u32, list: usize, row: usize) {
-        self.buf.push(((sum as u128) << 64) | ((list as u128) << 32) | row as u128);
-        if self.buf.len() >= 2 * self.k + 16 {
-            self.cut();
-        }
-    }
-
-    /// Keeps the k best; the threshold becomes the worst of them.
-    fn cut(&mut self) {
-        if self.buf.len() > self.k {
-            self.buf.select_nth_unstable(self.k - 1);
-            self.buf.truncate(self.k);
-            self.thr = (self.buf[self.k - 1] >> 64) as u32;
-        }
-    }
-
-    /// The k best rows, best first, into `out`; empties the set.
-    fn drain_sorted(&mut self, out: &mut Vec<RowRef>) {
-        self.cut();
-        self.buf.sort_unstable();
-        out.clear();
-        out.extend(self.buf.drain(..).map(|w| RowRef::new((w >> 32) as u32 as usize, w as u32 as usize)));
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Claims, FsCands, Order, SharedBound};
+    use super::{Claims, Order, SharedBound};
 
     #[test]
     fn claims_from_both_ends_hand_out_every_probe_once() {
@@ -599,27 +455,6 @@ mod tests {
         assert_eq!(b.offer(1200.0), 900.0);
         assert_eq!(b.offer(0.0), 0.0);
         assert_eq!(b.offer(5.0), 0.0);
-    }
-
-    #[test]
-    fn prefilter_candidates_keep_the_best_sums_ties_to_the_earlier_place() {
-        let mut c = FsCands::default();
-        c.reset(3);
-        let mut rng = crate::rng::Rng::new(5);
-        let mut all = Vec::new();
-        for i in 0..200 {
-            let (sum, list, row) = (rng.below(40) as u32, i % 7, i);
-            all.push((sum, list, row));
-            if sum <= c.threshold() {
-                c.push(sum, list, row);
-            }
-        }
-        all.sort_unstable();
-        let mut out = Vec::new();
-        c.drain_sorted(&mut out);
-        let got: Vec<(usize, usize)> = out.iter().map(|r| (r.list(), r.row())).collect();
-        let want: Vec<(usize, usize)> = all[..3].iter().map(|&(_, l, r)| (l, r)).collect();
-        assert_eq!(got, want);
     }
 
     #[test]

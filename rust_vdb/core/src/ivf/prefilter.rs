@@ -1,0 +1,269 @@
+//! The 4-bit prefilter of the u8 l2 scan (`SearchParams::reorder`): a query's probed lists are
+//! scanned through their 4-bit codes (`crate::pq4`, a quarter of the u8 codes' bytes) into the
+//! `reorder` rows with the smallest table sums (`FsCands`), and only those rows get their whole
+//! u8 distance, into the query's heap (`reorder_into`). One query per call takes it on the
+//! calling thread (`scan_one_fs`); a block of queries visits its probes list by list, each
+//! list's codes read once from memory and scanned for every query that probes it
+//! (`scan_block_fs`).
+
+use super::prescore::Prescore;
+use super::probe::{Probe, RowRef};
+use super::IvfIndex;
+use crate::kernels::Kernels;
+use crate::search_stats::SearchStats;
+use crate::topk::Reservoir;
+
+/// The reorder asks for the lines of the candidate this many places ahead of the one it scores.
+const REORDER_AHEAD: usize = 12;
+/// One query's scan asks for this much of the next list's codes while it scans a list (asking
+/// for a whole list at once stalled the scan on full miss buffers; a cursor running 2-4 KiB
+/// ahead across lists measured the same as this).
+const FS_AHEAD_BYTES: usize = 512;
+
+/// Buffers of the prefilter, kept across calls: per query of a block its code-domain values,
+/// tables and candidates; the kernel's outputs; the candidates being reordered.
+#[derive(Default)]
+pub(super) struct FsBufs {
+    qf: Vec<f32>,
+    luts: Vec<u8>,
+    cands: Vec<FsCands>,
+    rows: (Vec<u32>, Vec<u32>),
+    hits: Vec<RowRef>,
+}
+
+impl IvfIndex {
+    /// Readies the prefilter for the block's `m` queries `qblock`: each one's tables and an
+    /// empty candidate set of `reorder` (at least its heap's size) rows.
+    fn fs_begin(&self, qblock: &[f32], m: usize, s: &Prescore, f: &mut FsBufs) -> usize {
+        let (Some(pq), Some(sq)) = (self.pq.as_ref(), self.sq.as_ref()) else {
+            unreachable!("SearchParams::reorder is 0 without a prefilter");
+        };
+        let dim = self.dim;
+        let lut_len = pq.pairs() * 32;
+        f.luts.resize(m * lut_len, 0);
+        if f.cands.len() < m {
+            f.cands.resize_with(m, FsCands::default);
+        }
+        let mut lut = Vec::new();
+        for qi in 0..m {
+            // the query in the code domain, unrounded
+            let q = &qblock[qi * dim..(qi + 1) * dim];
+            f.qf.clear();
+            f.qf.extend((0..dim).map(|d| (q[d] - sq.vmin[d]) / sq.step[d]));
+            pq.lut(&f.qf, &mut lut);
+            f.luts[qi * lut_len..(qi + 1) * lut_len].copy_from_slice(&lut);
+            f.cands[qi].reset(s.reorder.max(s.heaps[qi].k()));
+        }
+        let longest = self.lists.iter().map(|l| l.len()).max().unwrap_or(0);
+        if f.rows.0.len() < longest {
+            f.rows.0.resize(longest, 0);
+            f.rows.1.resize(longest, 0);
+        }
+        lut_len
+    }
+
+    /// Scans list `li`'s 4-bit codes with one query's tables `lut` into its candidates.
+    #[inline]
+    fn fs_scan_list(
+        &self,
+        kern: &Kernels,
+        li: usize,
+        lut: &[u8],
+        cand: &mut FsCands,
+        (pos, dist): &mut (Vec<u32>, Vec<u32>),
+    ) {
+        let list = &self.lists[li];
+        let got = (kern.fs_below)(&list.fs, list.len(), lut, cand.threshold(), pos, dist);
+        for (&r, &d) in pos[..got].iter().zip(&dist[..got]) {
+            cand.push(d, li, r as usize);
+        }
+    }
+
+    /// One query's prefilter scan: its lists nearest first, each list's first lines asked for
+    /// while the one before is scanned; then its best rows reordered into its heap.
+    pub(super) fn scan_one_fs(
+        &self,
+        kern: &Kernels,
+        qblock: &[f32],
+        probes: &[Probe],
+        s: &mut Prescore,
+        f: &mut FsBufs,
+    ) {
+        let lut_len = self.fs_begin(qblock, 1, s, f);
+        let lut = &f.luts[..lut_len];
+        for (i, probe) in probes.iter().enumerate() {
+            if let Some(next) = probes.get(i + 1) {
+                let fs = &self.lists[next.list()].fs;
+                crate::kernels::prefetch(&fs[..fs.len().min(FS_AHEAD_BYTES)]);
+            }
+            // the header of the list after that one
+            if let Some(after) = probes.get(i + 2) {
+                crate::kernels::prefetch(std::slice::from_ref(&self.lists[after.list()]));
+            }
+            self.fs_scan_list(kern, probe.list(), lut, &mut f.cands[0], &mut f.rows);
+        }
+        f.cands[0].drain_sorted(&mut f.hits);
+        let dim = self.dim;
+        s.tails.read += self.reorder_into(kern, &s.qsplit[..dim], &f.hits, &mut s.heaps[0]);
+    }
+
+    /// A block's prefilter scan: `probes` sorted by list, each list scanned for every query
+    /// of the block that probes it, then each query's best rows reordered into its heap.
+    pub(super) fn scan_block_fs(
+        &self,
+        kern: &Kernels,
+        qblock: &[f32],
+        probes: &[Probe],
+        m: usize,
+        s: &mut Prescore,
+        f: &mut FsBufs,
+    ) {
+        let lut_len = self.fs_begin(qblock, m, s, f);
+        for (i, visit) in probes.iter().enumerate() {
+            if let Some(next) = probes.get(i + 1).filter(|n| n.list() != visit.list()) {
+                let fs = &self.lists[next.list()].fs;
+                crate::kernels::prefetch(&fs[..fs.len().min(FS_AHEAD_BYTES)]);
+            }
+            let qi = visit.query();
+            let lut = &f.luts[qi * lut_len..(qi + 1) * lut_len];
+            self.fs_scan_list(kern, visit.list(), lut, &mut f.cands[qi], &mut f.rows);
+        }
+        let dim = self.dim;
+        for qi in 0..m {
+            f.cands[qi].drain_sorted(&mut f.hits);
+            let qsplit = &s.qsplit[qi * dim..(qi + 1) * dim];
+            s.tails.read += self.reorder_into(kern, qsplit, &f.hits, &mut s.heaps[qi]);
+        }
+    }
+
+    /// Corrects the bytes `begin_scan` counted for a prefilter scan of `planned` rows: their
+    /// 4-bit codes were read instead of their heads and l2 terms, and each of the `reordered`
+    /// rows' head and id (its tail is counted with the tails, by `end_scan`).
+    pub(super) fn fs_count_bytes(&self, planned: usize, reordered: u64, stats: &mut SearchStats) {
+        let fs = self.pq.as_ref().map_or(0, |p| p.block_bytes() / crate::pq4::FS_BLOCK);
+        stats.bytes_scanned -= (planned * (self.row_bytes() - fs)) as u64;
+        stats.bytes_scanned += reordered * (self.head_dims() + 4) as u64;
+    }
+
+    /// The whole u8 distances of the rows `hits` (`qsplit` the query's split codes) into
+    /// `heap`, each row's head, tail and id asked for `REORDER_AHEAD` rows before it is
+    /// scored. Returns how many rows were read.
+    fn reorder_into(
+        &self,
+        kern: &Kernels,
+        qsplit: &[u8],
+        hits: &[RowRef],
+        heap: &mut Reservoir<RowRef>,
+    ) -> u64 {
+        let h = self.head_dims();
+        let t = self.dim - h;
+        let ask = |at: &RowRef| {
+            let (l, r) = (&self.lists[at.list()], at.row());
+            crate::kernels::prefetch(&l.codes[r * h..(r + 1) * h]);
+            if t > 0 {
+                crate::kernels::prefetch(&l.tail[r * t..(r + 1) * t]);
+            }
+            l.ids.prefetch(r);
+        };
+        hits.iter().take(REORDER_AHEAD).for_each(ask);
+        let (qh, qt) = qsplit.split_at(h);
+        for (i, at) in hits.iter().enumerate() {
+            if let Some(later) = hits.get(i + REORDER_AHEAD) {
+                ask(later);
+            }
+            let (l, r) = (&self.lists[at.list()], at.row());
+            let mut d = (kern.l2_u8)(qh, &l.codes[r * h..(r + 1) * h]);
+            if t > 0 {
+                d = d.wrapping_add((kern.l2_u8)(qt, &l.tail[r * t..(r + 1) * t]));
+            }
+            let sc = d as f32;
+            if sc <= heap.threshold() {
+                heap.push(sc, l.ids.get(r), *at);
+            }
+        }
+        hits.len() as u64
+    }
+}
+
+/// A query's best rows by table sum, a reservoir as `topk::Reservoir` (rows at or under the
+/// threshold appended, a cut to the best when full) over one packed word a row: sum, list,
+/// row, so a cut is a selection of plain integers and ties go to the earlier place, the same
+/// on every run. (A histogram of the sums that kept the threshold at the k-th best, as a heap
+/// would, measured 0.98x: the cuts are not what the scan waits on.)
+#[derive(Default)]
+struct FsCands {
+    k: usize,
+    thr: u32,
+    buf: Vec<u128>,
+}
+
+impl FsCands {
+    fn reset(&mut self, k: usize) {
+        self.k = k.max(1);
+        self.thr = u32::MAX;
+        self.buf.clear();
+        self.buf.reserve(2 * self.k + 16);
+    }
+
+    /// Sums above this cannot enter.
+    fn threshold(&self) -> u32 {
+        self.thr
+    }
+
+    /// Adds a row (one above the threshold is harmless: cut later).
+    #[inline]
+    fn push(&mut self, sum: u32, list: usize, row: usize) {
+        self.buf
+            .push(((sum as u128) << 64) | ((list as u128) << 32) | row as u128);
+        if self.buf.len() >= 2 * self.k + 16 {
+            self.cut();
+        }
+    }
+
+    /// Keeps the k best; the threshold becomes the worst of them.
+    fn cut(&mut self) {
+        if self.buf.len() > self.k {
+            self.buf.select_nth_unstable(self.k - 1);
+            self.buf.truncate(self.k);
+            self.thr = (self.buf[self.k - 1] >> 64) as u32;
+        }
+    }
+
+    /// The k best rows, best first, into `out`; empties the set.
+    fn drain_sorted(&mut self, out: &mut Vec<RowRef>) {
+        self.cut();
+        self.buf.sort_unstable();
+        out.clear();
+        out.extend(
+            self.buf
+                .drain(..)
+                .map(|w| RowRef::new((w >> 32) as u32 as usize, w as u32 as usize)),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FsCands;
+
+    #[test]
+    fn prefilter_candidates_keep_the_best_sums_ties_to_the_earlier_place() {
+        let mut c = FsCands::default();
+        c.reset(3);
+        let mut rng = crate::rng::Rng::new(5);
+        let mut all = Vec::new();
+        for i in 0..200 {
+            let (sum, list, row) = (rng.below(40) as u32, i % 7, i);
+            all.push((sum, list, row));
+            if sum <= c.threshold() {
+                c.push(sum, list, row);
+            }
+        }
+        all.sort_unstable();
+        let mut out = Vec::new();
+        c.drain_sorted(&mut out);
+        let got: Vec<(usize, usize)> = out.iter().map(|r| (r.list(), r.row())).collect();
+        let want: Vec<(usize, usize)> = all[..3].iter().map(|&(_, l, r)| (l, r)).collect();
+        assert_eq!(got, want);
+    }
+}
