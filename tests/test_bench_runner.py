@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from vdbbench.bench import hugepages, results
+from vdbbench.bench.frontier import select_for_timing
 from vdbbench.adapters import RunOptions
 from vdbbench.common import default_nlist
 from vdbbench.datasets import compute_groundtruth
@@ -226,3 +227,20 @@ def test_headline_is_the_fastest_point_no_cheaper_one_undercuts():
     assert h[0]["params"] == {"nprobe": 12, "rerank": 80} and h[0]["qps"] == 550
     missed = results.compute_headline(pts, 0.99, ["batch", "single"], [1], cost_ordered=True)
     assert [x["qps"] for x in missed] == [None, None]
+
+
+def test_a_knob_off_at_zero_costs_the_most_there():
+    # Our `reorder`: 0 turns the prefilter off and scans every row's u8 codes, so a point with
+    # reorder 100 and a few more lists is a genuine alternative to reorder 0, not undercut by it.
+    def pt(nprobe, reorder, recall, qps):
+        return {"params": {"nprobe": nprobe, "reorder": reorder}, "mode": "single", "threads": 1,
+                "recall10": recall, "qps": qps, "recall10_ids": recall, "p50_ms": 1.0, "p99_ms": 2.0}
+
+    pts = [pt(46, 0, 0.953, 700), pt(48, 100, 0.951, 1300), pt(48, 200, 0.955, 1350), pt(46, 200, 0.952, 1100)]
+    unaware = results.compute_headline(pts, 0.95, ["single"], [1], cost_ordered=True)
+    assert unaware[0]["params"] == {"nprobe": 46, "reorder": 0}
+    h = results.compute_headline(pts, 0.95, ["single"], [1], cost_ordered=True, off_at_zero=("reorder",))
+    # (48, 200) is undercut by (48, 100) and by (46, 200): only noise could make it look faster
+    assert h[0]["params"] == {"nprobe": 48, "reorder": 100} and h[0]["qps"] == 1300
+    keys = select_for_timing([{**p, "qps_estimate": 1000.0} for p in pts], 0.95, off_at_zero=("reorder",))
+    assert {"nprobe": 48, "reorder": 100} in [json.loads(k) for k in keys]

@@ -51,6 +51,8 @@ class ParamSpace:
     then bisected) between ``start`` and ``stop`` inclusive, unless ``primary_values`` fixes the
     list. ``secondary`` maps each other knob to the values to sweep in full (one adaptive sweep
     of the primary knob per combination). ``fixed`` knobs are passed unchanged at every point.
+    Knobs cost more as they grow, except that a knob named in ``off_at_zero`` turns a stage off
+    at 0, its costliest setting (our ``reorder``: 0 scans every row's u8 codes).
     """
 
     primary: str
@@ -59,6 +61,7 @@ class ParamSpace:
     primary_values: tuple[int, ...] | None = None
     secondary: dict[str, tuple[int, ...]] = field(default_factory=dict)
     fixed: dict[str, object] = field(default_factory=dict)
+    off_at_zero: tuple[str, ...] = ()
 
     def combos(self) -> list[dict[str, object]]:
         """Every combination of the secondary knobs (plus the fixed ones), in sweep order."""

@@ -34,15 +34,17 @@ def estimated_front(swept: list[dict]) -> list[dict]:
     return front[::-1]
 
 
-def select_for_timing(swept: list[dict], target: float, slack: float = SLACK, below: int = BELOW) -> set[str]:
+def select_for_timing(swept: list[dict], target: float, slack: float = SLACK, below: int = BELOW,
+                      off_at_zero: tuple[str, ...] = ()) -> set[str]:
     """Point keys (`results.point_key`) of the swept points to time; see the module docstring.
 
     A point without an estimate (measured before estimates were recorded) is always timed.
+    ``off_at_zero`` as for `results.cheapest_points`.
     """
     keys = {point_key(p["params"]) for p in swept if p.get("qps_estimate") is None}
     known = [p for p in swept if p.get("qps_estimate") is not None]
     reach = [p for p in swept if p["recall10"] >= target]
-    keys |= {point_key(p["params"]) for p in cheapest_points(reach)}
+    keys |= {point_key(p["params"]) for p in cheapest_points(reach, off_at_zero)}
     # the fronts above and under the target, each of its own points (a noisy estimate above
     # the target must not hide where the front crosses it)
     under = estimated_front([p for p in known if p["recall10"] < target])

@@ -82,7 +82,8 @@ class IvfAdapter(_OurKernels, Adapter):
             secondary["rerank"] = self.options.rerank or default_rerank_sweep(k)
             if self.metric == "l2":  # the 4-bit prefilter of one-query calls (l2 only)
                 secondary["reorder"] = self.options.reorder or default_reorder_sweep(k)
-        return ParamSpace("nprobe", start, stop, values, secondary)
+        off = ("reorder",) if "reorder" in secondary else ()
+        return ParamSpace("nprobe", start, stop, values, secondary, off_at_zero=off)
 
     def stage_stats(self):
         stats = self.index.last_search_stats()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -85,21 +86,26 @@ def point_key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def cheapest_points(points: list[dict]) -> list[dict]:
+def cheapest_points(points: list[dict], off_at_zero: tuple[str, ...] = ()) -> list[dict]:
     """The points no other point undercuts on every knob (knobs cost more as they grow).
 
     Every sweepable knob (nprobe, rerank, k_factor, efSearch) costs more as it grows, by
     construction; among points that all reach the target, one with every knob >= another's
-    can only look faster through timing noise, so it does not compete for the headline.
+    can only look faster through timing noise, so it does not compete for the headline. A knob
+    in ``off_at_zero`` (`ParamSpace.off_at_zero`) costs the most at 0, where its stage is off.
     """
+    def cost(knob: str, v):
+        return math.inf if knob in off_at_zero and v == 0 else v
+
     def undercut(q: dict, p: dict) -> bool:
         a, b = q["params"], p["params"]
-        return q is not p and a.keys() == b.keys() and a != b and all(a[k] <= b[k] for k in a)
+        return q is not p and a.keys() == b.keys() and a != b and all(cost(k, a[k]) <= cost(k, b[k]) for k in a)
 
     return [p for p in points if not any(undercut(q, p) for q in points)]
 
 
-def compute_headline(points: list[dict], target: float, modes, threads, cost_ordered: bool = False) -> list[dict]:
+def compute_headline(points: list[dict], target: float, modes, threads, cost_ordered: bool = False,
+                     off_at_zero: tuple[str, ...] = ()) -> list[dict]:
     """Per mode and thread count, the highest-QPS point with recall10 >= target (or nulls).
 
     With ``cost_ordered`` only the points no other undercuts on every knob compete (see
@@ -111,7 +117,7 @@ def compute_headline(points: list[dict], target: float, modes, threads, cost_ord
         for t in threads:
             ok = [p for p in points if p["mode"] == mode and p["threads"] == t and p["recall10"] >= target]
             if cost_ordered:
-                ok = cheapest_points(ok)
+                ok = cheapest_points(ok, off_at_zero)
             best = max(ok, key=lambda p: p["qps"]) if ok else None
             entry = {"mode": mode, "threads": t}
             for key in ("params", "qps", "recall10", "recall10_ids", "p50_ms", "p99_ms"):

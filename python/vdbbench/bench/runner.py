@@ -255,7 +255,7 @@ def run_index(
         # every point, also when the user listed the knob values to measure (--nprobe 1,2,4)
         to_time = {results.point_key(p) for p in param_sets}
     else:
-        to_time = select_for_timing(swept, config.target)
+        to_time = select_for_timing(swept, config.target, off_at_zero=adapter.param_space().off_at_zero)
         to_time |= {results.point_key(p) for p in param_sets if p in list(config.extra_points)}
     done = {(results.point_key(p["params"]), p["threads"], p["mode"]) for p in state["points"]}
     nsingle = min(config.single_queries, dataset.nq)
@@ -288,7 +288,8 @@ def run_index(
                 reporter.advance(adapter.name)
 
     headline = results.compute_headline(
-        state["points"], config.target, config.timed_modes, config.threads, cost_ordered=True
+        state["points"], config.target, config.timed_modes, config.threads, cost_ordered=True,
+        off_at_zero=adapter.param_space().off_at_zero,
     )
     concurrent = None
     if "concurrent" in config.modes:
