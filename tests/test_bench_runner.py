@@ -229,9 +229,10 @@ def test_headline_is_the_fastest_point_no_cheaper_one_undercuts():
     assert [x["qps"] for x in missed] == [None, None]
 
 
-def test_a_knob_off_at_zero_costs_the_most_there():
-    # Our `reorder`: 0 turns the prefilter off and scans every row's u8 codes, so a point with
-    # reorder 100 and a few more lists is a genuine alternative to reorder 0, not undercut by it.
+def test_a_knob_off_at_zero_is_not_ordered_against_its_other_values():
+    # Our `reorder`: 0 turns the prefilter off and scans every row's u8 codes (faster in a batch,
+    # slower one query per call), so a point with reorder 100 and a few more lists is a genuine
+    # alternative to reorder 0, and reorder 0 one to reorder 200 at the same nprobe.
     def pt(nprobe, reorder, recall, qps):
         return {"params": {"nprobe": nprobe, "reorder": reorder}, "mode": "single", "threads": 1,
                 "recall10": recall, "qps": qps, "recall10_ids": recall, "p50_ms": 1.0, "p99_ms": 2.0}
@@ -242,5 +243,9 @@ def test_a_knob_off_at_zero_costs_the_most_there():
     h = results.compute_headline(pts, 0.95, ["single"], [1], cost_ordered=True, off_at_zero=("reorder",))
     # (48, 200) is undercut by (48, 100) and by (46, 200): only noise could make it look faster
     assert h[0]["params"] == {"nprobe": 48, "reorder": 100} and h[0]["qps"] == 1300
-    keys = select_for_timing([{**p, "qps_estimate": 1000.0} for p in pts], 0.95, off_at_zero=("reorder",))
-    assert {"nprobe": 48, "reorder": 100} in [json.loads(k) for k in keys]
+    keys = [json.loads(k) for k in select_for_timing([{**p, "qps_estimate": 1000.0} for p in pts], 0.95,
+                                                      off_at_zero=("reorder",))]
+    assert {"nprobe": 48, "reorder": 100} in keys and {"nprobe": 46, "reorder": 0} in keys
+    batch = [{**p, "mode": "batch", "qps": q} for p, q in zip(pts, (900, 600, 620, 500))]
+    h = results.compute_headline(batch, 0.95, ["batch"], [1], cost_ordered=True, off_at_zero=("reorder",))
+    assert h[0]["params"] == {"nprobe": 46, "reorder": 0}

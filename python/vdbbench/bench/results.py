@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import math
 import os
 import platform
 import subprocess
@@ -92,14 +91,18 @@ def cheapest_points(points: list[dict], off_at_zero: tuple[str, ...] = ()) -> li
     Every sweepable knob (nprobe, rerank, k_factor, efSearch) costs more as it grows, by
     construction; among points that all reach the target, one with every knob >= another's
     can only look faster through timing noise, so it does not compete for the headline. A knob
-    in ``off_at_zero`` (`ParamSpace.off_at_zero`) costs the most at 0, where its stage is off.
+    in ``off_at_zero`` (`ParamSpace.off_at_zero`) turns a stage off at 0: which of 0 and a
+    value above it costs less depends on the mode (our prefilter speeds up one query per call
+    and slows a batch), so only values on the same side of 0 are ordered.
     """
-    def cost(knob: str, v):
-        return math.inf if knob in off_at_zero and v == 0 else v
+    def no_dearer(knob: str, x, y) -> bool:
+        if knob in off_at_zero and (x == 0) != (y == 0):
+            return False
+        return x <= y
 
     def undercut(q: dict, p: dict) -> bool:
         a, b = q["params"], p["params"]
-        return q is not p and a.keys() == b.keys() and a != b and all(cost(k, a[k]) <= cost(k, b[k]) for k in a)
+        return q is not p and a.keys() == b.keys() and a != b and all(no_dearer(k, a[k], b[k]) for k in a)
 
     return [p for p in points if not any(undercut(q, p) for q in points)]
 

@@ -1,7 +1,8 @@
 //! One query's prescore (`prescore_one`): its lists nearest first, `CHUNK_ROWS` rows at a time
 //! behind a prefetch cursor (`Ahead`), the rows whose heads pass completed with their tails
 //! (`offer_rows`); and the same scan shared between the calling thread and helper threads
-//! (`scan_split`).
+//! (`scan_split`). With `SearchParams::reorder` the query takes the 4-bit prefilter instead
+//! (`prefilter.rs`), on the calling thread.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
