@@ -6,9 +6,11 @@
 //! list's codes read once from memory and scanned for every query that probes it
 //! (`scan_block_fs`).
 
+use std::time::Instant;
+
 use super::prescore::Prescore;
 use super::probe::{Probe, RowRef};
-use super::IvfIndex;
+use super::{IvfIndex, Storage};
 use crate::kernels::Kernels;
 use crate::search_stats::SearchStats;
 use crate::topk::Reservoir;
@@ -107,9 +109,35 @@ impl IvfIndex {
         s.tails.read += self.reorder_into(kern, &s.qsplit[..dim], &f.hits, &mut s.heaps[0]);
     }
 
+    /// Whether this search's scans take the prefilter (`Prescore::reorder`, u8 l2).
+    pub(super) fn prefilters(&self, s: &Prescore) -> bool {
+        s.reorder > 0 && self.storage == Storage::U8F16 && !self.metric.is_similarity()
+    }
+
+    /// A block's prescore through the prefilter (`scan_block_fs`), counted as `prescore`
+    /// counts its scans.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn prescore_fs(
+        &self,
+        kern: &Kernels,
+        qblock: &[f32],
+        probes: &[Probe],
+        m: usize,
+        s: &mut Prescore,
+        f: &mut FsBufs,
+        stats: &mut SearchStats,
+    ) {
+        let planned = self.begin_scan(probes, s, stats);
+        let t = Instant::now();
+        self.scan_block_fs(kern, qblock, probes, m, s, f);
+        stats.timers.prescore_lists_s += t.elapsed().as_secs_f64();
+        self.fs_count_bytes(planned, s.tails.read, stats);
+        self.end_scan(s, stats);
+    }
+
     /// A block's prefilter scan: `probes` sorted by list, each list scanned for every query
     /// of the block that probes it, then each query's best rows reordered into its heap.
-    pub(super) fn scan_block_fs(
+    fn scan_block_fs(
         &self,
         kern: &Kernels,
         qblock: &[f32],

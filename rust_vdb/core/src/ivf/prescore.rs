@@ -4,7 +4,6 @@
 
 use std::time::Instant;
 
-use super::prefilter::FsBufs;
 use super::probe::{Probe, RowRef};
 use super::{Ids, IvfIndex, SearchParams, Storage};
 use crate::kernels::{Kernels, TILE_QUERIES};
@@ -126,17 +125,10 @@ impl IvfIndex {
         probes: &[Probe],
         seeds: &[u32],
         s: &mut Prescore,
-        fs: &mut FsBufs,
         stats: &mut SearchStats,
     ) {
-        let planned = self.begin_scan(probes, s, stats);
-        let l2u8 = self.storage == Storage::U8F16 && !self.metric.is_similarity();
-        if l2u8 && s.reorder > 0 {
-            let t = Instant::now();
-            self.scan_block_fs(kern, qblock, probes, seeds.len(), s, fs);
-            stats.timers.prescore_lists_s += t.elapsed().as_secs_f64();
-            self.fs_count_bytes(planned, s.tails.read, stats);
-        } else if l2u8 {
+        self.begin_scan(probes, s, stats);
+        if self.storage == Storage::U8F16 && !self.metric.is_similarity() {
             // A block of queries over u8 codes (l2): the threshold test inside the kernel, and
             // the queries that probe the same list scored together in tiles.
             self.scan_block_l2_u8(kern, probes, seeds, s, stats);

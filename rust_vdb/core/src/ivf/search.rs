@@ -198,9 +198,11 @@ impl IvfIndex {
                     split_threads,
                     &mut stats,
                 );
-            } else {
+            } else if self.prefilters(&s.pre) {
                 let fs = &mut s.one.fs;
-                self.prescore(kern, &s.qblock, &s.probes, &s.seeds, &mut s.pre, fs, &mut stats);
+                self.prescore_fs(kern, &s.qblock, &s.probes, m, &mut s.pre, fs, &mut stats);
+            } else {
+                self.prescore(kern, &s.qblock, &s.probes, &s.seeds, &mut s.pre, &mut stats);
             }
             let t2 = Instant::now();
             stats.prescore_s += (t2 - t1).as_secs_f64();

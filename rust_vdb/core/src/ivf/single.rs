@@ -45,7 +45,7 @@ impl IvfIndex {
         let t0 = Instant::now();
         // the prefilter scans on the calling thread alone (measured faster than the u8 scan
         // split over two threads)
-        let fs = s.reorder > 0 && self.storage == Storage::U8F16 && !self.metric.is_similarity();
+        let fs = self.prefilters(s);
         let helpers = if !fs && split > 1 && planned >= SPLIT_MIN_CODES && probes.len() > 1 {
             pool::helpers_free(split - 1)
         } else {
