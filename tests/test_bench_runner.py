@@ -249,3 +249,34 @@ def test_a_knob_off_at_zero_is_not_ordered_against_its_other_values():
     batch = [{**p, "mode": "batch", "qps": q} for p, q in zip(pts, (900, 600, 620, 500))]
     h = results.compute_headline(batch, 0.95, ["batch"], [1], cost_ordered=True, off_at_zero=("reorder",))
     assert h[0]["params"] == {"nprobe": 46, "reorder": 0}
+
+
+def test_rivals_are_timed_again_in_turns_and_the_best_median_is_the_headline():
+    # Two points reaching the target, neither undercutting the other: A was timed in a slow
+    # minute (500 QPS) and B after it (600); timed again in turns, A runs at ~1000 and B at ~600.
+    from vdbbench.bench import rivals
+
+    def pt(nprobe, reorder, qps, mode="batch", threads=1):
+        return {"params": {"nprobe": nprobe, "reorder": reorder}, "mode": mode, "threads": threads,
+                "recall10": 0.952, "recall10_ids": 0.952, "qps": qps, "p50_ms": None, "p99_ms": None}
+
+    points = [pt(46, 0, 500), pt(48, 100, 600), pt(46, 0, 300, "single"), pt(60, 0, 900, threads=2)]
+    head = results.compute_headline(points, 0.95, ["batch", "single"], [1, 2], cost_ordered=True,
+                                    off_at_zero=("reorder",))
+    assert head[0]["params"] == {"nprobe": 48, "reorder": 100}  # what the one-off timings say
+    calls = []
+
+    def time_point(params, mode, threads):
+        calls.append((params["reorder"], mode, threads))
+        return {0: 1000.0, 100: 600.0}[params["reorder"]] + len(calls)  # a little drift
+
+    settled = rivals.settle(points, head, 0.95, ("reorder",), time_point, rounds=3)
+    batch1 = next(h for h in settled if h["mode"] == "batch" and h["threads"] == 1)
+    assert batch1["params"] == {"nprobe": 46, "reorder": 0} and batch1["qps"] == 500
+    assert [len(r["qps_rounds"]) for r in batch1["rivals"]] == [3, 3]
+    # in turns: the order alternates round by round
+    assert [c[0] for c in calls] == [0, 100, 100, 0, 0, 100]
+    # a mode with a single point reaching the target, and one with none, are left as they were
+    assert {(c[1], c[2]) for c in calls} == {("batch", 1)}
+    assert next(h for h in settled if h["mode"] == "single" and h["threads"] == 1) == head[2]
+    assert next(h for h in settled if h["mode"] == "single" and h["threads"] == 2)["qps"] is None

@@ -14,7 +14,7 @@ SCHEMA = "vdbbench.result/1"
 # Additions a /1 reader may ignore (docs/result-schema.md): 1 = index.source, swept (points
 # swept for recall, with "timed"), run.time_points, concurrent (client levels); 2 =
 # build.hugepages. Absent = 0.
-SCHEMA_MINOR = 2
+SCHEMA_MINOR = 3
 _REQUIRED = ("schema", "dataset", "index", "machine", "build", "points", "headline")
 
 

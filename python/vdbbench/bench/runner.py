@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vdbbench.bench import cache, hugepages, results
+from vdbbench.bench import cache, hugepages, results, rivals
 from vdbbench.bench.bandwidth import read_gbps_once
 from vdbbench.bench.concurrent import DEFAULT_CLIENTS, DEFAULT_DURATION_S, measure_levels
 from vdbbench.bench.frontier import SLACK, select_for_timing
@@ -287,10 +287,20 @@ def run_index(
                 results.write_json(partial_path, state)
                 reporter.advance(adapter.name)
 
+    off_at_zero = adapter.param_space().off_at_zero
     headline = results.compute_headline(
         state["points"], config.target, config.timed_modes, config.threads, cost_ordered=True,
-        off_at_zero=adapter.param_space().off_at_zero,
+        off_at_zero=off_at_zero,
     )
+
+    def time_point(params: dict, mode: str, threads: int) -> float:
+        if mode == "batch":
+            run = lambda: adapter.search(dataset.test, k, params, threads)  # noqa: E731
+            return time_batch(run, dataset.nq, repeats=1, warmup=0)["qps"]
+        return time_single(lambda q: adapter.search(q, k, params, threads), single_q, warmup=5)["qps"]
+
+    headline = rivals.settle(state["points"], headline, config.target, off_at_zero, time_point,
+                             say=lambda m: reporter.phase(adapter.name, m))
     concurrent = None
     if "concurrent" in config.modes:
         concurrent = state.get("concurrent") or _measure_concurrent(adapter, dataset, config, swept, headline, reporter)
