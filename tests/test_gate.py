@@ -110,3 +110,14 @@ def test_gate_usage_errors(baseline, tmp_path, capsys):
     assert "no result for peer 'faiss-hnsw'" in capsys.readouterr().err
     assert gate(tmp_path / "nope.json", baseline / "faiss-ivf-flat.json") == 2
     assert "no such result file" in capsys.readouterr().err
+
+
+def test_a_baseline_from_before_a_knob_names_its_point_at_zero():
+    # benchmarks/baselines/synth-sift-20k predates `reorder`: its headline {nprobe, rerank} is
+    # the result's point with reorder 0 (off), not a missing one; any other value is not it.
+    from vdbbench.bench.gate import _same_point
+
+    assert _same_point({"nprobe": 18, "rerank": 0, "reorder": 0}, {"nprobe": 18, "rerank": 0})
+    assert not _same_point({"nprobe": 18, "rerank": 0, "reorder": 100}, {"nprobe": 18, "rerank": 0})
+    assert not _same_point({"nprobe": 18, "reorder": 0}, {"nprobe": 18, "rerank": 0})
+    assert not _same_point({"nprobe": 19, "rerank": 0, "reorder": 0}, {"nprobe": 18, "rerank": 0})

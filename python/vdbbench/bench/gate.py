@@ -51,7 +51,7 @@ def check(
     if not wanted:
         bad.append(f"baseline {baseline_path} has no headline point (it missed its own target)")
     for label, params in wanted.items():
-        found = [p for p in res["points"] if p["params"] == params]
+        found = [p for p in res["points"] if _same_point(p["params"], params)]
         if not found:
             bad.append(f"recall: result has no point at {label} (the baseline headline's parameters); "
                        f"include them in the sweep")
@@ -93,3 +93,14 @@ def check(
     if compared == 0 and not any(line.startswith("qps:") for line in bad):
         bad.append(f"qps: baseline and result share no mode/threads where both {res['index']['name']} and {peer} have a headline")
     return bad, ok
+
+
+def _same_point(params: dict, baseline: dict) -> bool:
+    """Whether a result point's ``params`` are the baseline's: the same, or the same plus knobs
+    added since the baseline was recorded, each at 0 (how a new knob says "off", as `reorder`
+    does), so a baseline from before a knob existed still names its point."""
+    if params == baseline:
+        return True
+    extra = params.keys() - baseline.keys()
+    return (baseline.keys() <= params.keys() and all(params[k] == 0 for k in extra)
+            and all(params[k] == v for k, v in baseline.items()))

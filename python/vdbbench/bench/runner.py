@@ -243,8 +243,10 @@ def run_index(
     evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"])
     param_sets = sweep_points(adapter, evaluate, config, reporter)
     knobs = set(param_sets[0]) if param_sets else set()
-    for extra in config.extra_points:
-        if set(extra) == knobs and extra not in param_sets:
+    # a baseline point from before a knob existed names it at 0, its "off" (as `gate` reads it)
+    extras = [{**{k: 0 for k in knobs - set(e)}, **e} for e in config.extra_points if set(e) <= knobs]
+    for extra in extras:
+        if extra not in param_sets:
             reporter.phase(adapter.name, "measuring baseline point " + _fmt(extra))
             evaluate(extra)
             param_sets.append(dict(extra))
@@ -256,7 +258,7 @@ def run_index(
         to_time = {results.point_key(p) for p in param_sets}
     else:
         to_time = select_for_timing(swept, config.target, off_at_zero=adapter.param_space().off_at_zero)
-        to_time |= {results.point_key(p) for p in param_sets if p in list(config.extra_points)}
+        to_time |= {results.point_key(p) for p in param_sets if p in extras}
     done = {(results.point_key(p["params"]), p["threads"], p["mode"]) for p in state["points"]}
     nsingle = min(config.single_queries, dataset.nq)
     single_q = np.ascontiguousarray(dataset.test[:nsingle])
