@@ -92,33 +92,40 @@ impl Pq4 {
     /// A row's table sum then orders rows as their prefilter distances do (up to rounding).
     pub fn lut(&self, q: &[f32], lut: &mut Vec<u8>) {
         let pairs = self.pairs();
-        let mut f = [0f32; KSUB];
+        // Two passes over the pairs, the distances computed in each (16 a pair, far cheaper
+        // than a buffer allocated per query): the span of all pairs, then the entries.
         let mut span = 0f32;
-        let mut mins = vec![0f32; pairs];
-        let mut all = vec![0f32; pairs * KSUB];
         for s in 0..pairs {
-            let c = &self.centroids[s * KSUB * 2..(s + 1) * KSUB * 2];
-            let (a, b) = (q[2 * s], q[2 * s + 1]);
-            for (j, v) in f.iter_mut().enumerate() {
-                let (da, db) = (a - c[2 * j], b - c[2 * j + 1]);
-                *v = da * da + db * db;
-            }
-            let lo = f.iter().copied().fold(f32::INFINITY, f32::min);
-            let hi = f.iter().copied().fold(0f32, f32::max);
-            span = span.max(hi - lo);
-            mins[s] = lo;
-            all[s * KSUB..(s + 1) * KSUB].copy_from_slice(&f);
+            let (d, lo) = self.pair_dists(q, s);
+            span = span.max(d.iter().copied().fold(0f32, f32::max) - lo);
         }
         let scale = if span > 0.0 { ENTRY_MAX / span } else { 0.0 };
         lut.clear();
         lut.resize(pairs * 2 * KSUB, 0);
-        for s in 0..pairs {
+        for (s, out) in lut.chunks_exact_mut(2 * KSUB).enumerate() {
+            let (d, lo) = self.pair_dists(q, s);
             for j in 0..KSUB {
-                let e = ((all[s * KSUB + j] - mins[s]) * scale).round().clamp(0.0, ENTRY_MAX) as u8;
-                lut[s * 2 * KSUB + j] = e;
-                lut[s * 2 * KSUB + KSUB + j] = e;
+                // non-negative: rounding is adding a half and truncating
+                let e = ((d[j] - lo) * scale + 0.5).min(ENTRY_MAX) as u8;
+                out[j] = e;
+                out[KSUB + j] = e;
             }
         }
+    }
+
+    /// The squared distances of the query's pair `s` (`q` in the code domain) to the pair's
+    /// 16 centroids, and the smallest of them.
+    #[inline]
+    fn pair_dists(&self, q: &[f32], s: usize) -> ([f32; KSUB], f32) {
+        let c = &self.centroids[s * KSUB * 2..(s + 1) * KSUB * 2];
+        let (a, b) = (q[2 * s], q[2 * s + 1]);
+        let mut d = [0f32; KSUB];
+        for (j, v) in d.iter_mut().enumerate() {
+            let (da, db) = (a - c[2 * j], b - c[2 * j + 1]);
+            *v = da * da + db * db;
+        }
+        let lo = d.iter().copied().fold(f32::INFINITY, f32::min);
+        (d, lo)
     }
 }
 

@@ -27,6 +27,7 @@ const FS_AHEAD_BYTES: usize = 512;
 #[derive(Default)]
 pub(super) struct FsBufs {
     qf: Vec<f32>,
+    lut: Vec<u8>,
     luts: Vec<u8>,
     cands: Vec<FsCands>,
     rows: (Vec<u32>, Vec<u32>),
@@ -46,7 +47,7 @@ impl IvfIndex {
         if f.cands.len() < m {
             f.cands.resize_with(m, FsCands::default);
         }
-        let mut lut = Vec::new();
+        let mut lut = std::mem::take(&mut f.lut);
         for qi in 0..m {
             // the query in the code domain, unrounded
             let q = &qblock[qi * dim..(qi + 1) * dim];
@@ -56,11 +57,7 @@ impl IvfIndex {
             f.luts[qi * lut_len..(qi + 1) * lut_len].copy_from_slice(&lut);
             f.cands[qi].reset(s.reorder.max(s.heaps[qi].k()));
         }
-        let longest = self.lists.iter().map(|l| l.len()).max().unwrap_or(0);
-        if f.rows.0.len() < longest {
-            f.rows.0.resize(longest, 0);
-            f.rows.1.resize(longest, 0);
-        }
+        f.lut = lut;
         lut_len
     }
 
@@ -75,7 +72,12 @@ impl IvfIndex {
         (pos, dist): &mut (Vec<u32>, Vec<u32>),
     ) {
         let list = &self.lists[li];
-        let got = (kern.fs_below)(&list.fs, list.len(), lut, cand.threshold(), pos, dist);
+        let n = list.len();
+        if pos.len() < n {
+            pos.resize(n, 0);
+            dist.resize(n, 0);
+        }
+        let got = (kern.fs_below)(&list.fs, n, lut, cand.threshold(), pos, dist);
         for (&r, &d) in pos[..got].iter().zip(&dist[..got]) {
             cand.push(d, li, r as usize);
         }
