@@ -172,14 +172,15 @@ def test_stage_profile_gives_each_stage_per_query(env, profiled):
     assert not again.stdout.startswith("build ") and again.stdout.count("QPS") == 2
 
 
-@pytest.mark.parametrize("mode,threads", [("single", 1), ("batch", 2)])
-def test_ab_many_compares_builds_on_one_index(env, profiled, mode, threads):
+@pytest.mark.parametrize("mode,threads,reorder", [("single", 1, ""), ("batch", 2, ""), ("single", 1, "50")])
+def test_ab_many_compares_builds_on_one_index(env, profiled, mode, threads, reorder):
     import vdbbench._rust_vdb as ext
 
     index, _ = profiled
     proc = run(env, "perf/ab_many.py", DATASET, str(index), mode, "16", str(threads), "3",
-               f"a={ext.__file__}", f"b={ext.__file__}", MIN_ROUND_S="0.05", NQ="100")
-    assert f"{DATASET} {mode} @ {threads}t, nprobe 16" in proc.stdout and "(ids identical)" in proc.stdout
+               f"a={ext.__file__}", f"b={ext.__file__}", MIN_ROUND_S="0.05", NQ="100", REORDER=reorder)
+    head = f"{DATASET} {mode} @ {threads}t, nprobe 16, reorder {reorder or None}"
+    assert head in proc.stdout and "(ids identical)" in proc.stdout
     ratio = re.search(r"^b +QPS +[\d,]+ +/a (\d+\.\d{3}) \[", proc.stdout, re.M)
     assert ratio and 0.3 < float(ratio.group(1)) < 3  # the same build against itself
 

@@ -7,6 +7,7 @@ MODE is single (one query per call, the first NQ test queries; NQ=1000 unless se
 environment) or batch (one call of the first 1,000 test queries). Each NAME=SO is a copy of an
 engine build (python/vdbbench/_rust_vdb*.so, or cargo's target/release/lib_rust_vdb.so) loaded
 as the module NAME._rust_vdb; the first is the reference the others' ratios are against.
+REORDER (environment, default unset) passes `reorder=` (the 4-bit prefilter) to every search.
 One thread is timed on the process's CPU clock (preemption by other jobs is not counted), two
 or more on the wall clock; each build's turn in a round repeats its pass until MIN_ROUND_S
 (environment, default 0.3) seconds of that clock have gone by. Every build must return the same ids as the first (checked before
@@ -52,6 +53,7 @@ keys = ("routing_s", "prescore_s", "wall_s", "threads", "tails_read")
 
 
 MIN_ROUND_S = float(os.environ.get("MIN_ROUND_S", 0.3))
+REORDER = int(os.environ["REORDER"]) if os.environ.get("REORDER") else None
 
 
 def one_pass(idx):
@@ -61,13 +63,14 @@ def one_pass(idx):
     ids = np.empty((nq, 10), np.int64)
     t = clock()
     if mode == "batch":
-        _, ids = idx.search(q, k=10, nprobe=nprobe, rerank=0, threads=threads)
+        _, ids = idx.search(q, k=10, nprobe=nprobe, rerank=0, threads=threads, reorder=REORDER)
         dt = clock() - t
         st = idx.last_search_stats()
         acc = {k: st[k] if k == "threads" else st[k] / nq for k in keys}
     else:
         for i in range(nq):
-            _, ids[i:i + 1] = idx.search(q[i:i + 1], k=10, nprobe=nprobe, rerank=0, threads=threads)
+            _, ids[i:i + 1] = idx.search(q[i:i + 1], k=10, nprobe=nprobe, rerank=0, threads=threads,
+                                         reorder=REORDER)
             st = idx.last_search_stats()
             for k in keys:
                 acc[k] += st[k] / nq
@@ -101,7 +104,7 @@ for r in range(rounds):
     for name in names if r % 2 == 0 else names[::-1]:
         res[name].append(run(engines[name]))
 first = names[0]
-print(f"{dataset} {mode} @ {threads}t, nprobe {nprobe}, {nq} queries, {rounds} rounds (ids identical)")
+print(f"{dataset} {mode} @ {threads}t, nprobe {nprobe}, reorder {REORDER}, {nq} queries, {rounds} rounds (ids identical)")
 for name in names:
     ratios = sorted(a[0] / b[0] for a, b in zip(res[name], res[first]))
     st = {k: statistics.median(x[1][k] for x in res[name]) for k in keys}
