@@ -90,43 +90,73 @@ impl Pq4 {
     /// distance of the query's pair s (`q`, in the code domain) to centroid j, less the
     /// pair's smallest, times one scale for all pairs that puts the largest at `ENTRY_MAX`.
     /// A row's table sum then orders rows as their prefilter distances do (up to rounding).
-    pub fn lut(&self, q: &[f32], lut: &mut Vec<u8>) {
+    pub fn lut(&self, q: &[f32], dists: &mut Vec<f32>, lut: &mut [u8]) {
         let pairs = self.pairs();
-        // Two passes over the pairs, the distances computed in each (16 a pair, far cheaper
-        // than a buffer allocated per query): the span of all pairs, then the entries.
+        assert_eq!(lut.len(), pairs * 2 * KSUB, "a table of {} bytes for {pairs} pairs", lut.len());
+        // First every pair's distances less its smallest, and the span of all pairs; then the
+        // entries. Fixed-size arrays and branch-free min/max, so the loops run as SIMD.
+        dists.clear();
+        dists.resize(pairs * KSUB, 0.0);
         let mut span = 0f32;
-        for s in 0..pairs {
-            let (d, lo) = self.pair_dists(q, s);
-            span = span.max(d.iter().copied().fold(0f32, f32::max) - lo);
+        for (s, d) in dists.chunks_exact_mut(KSUB).enumerate() {
+            let c: &[f32; 2 * KSUB] = self.centroids[s * 2 * KSUB..(s + 1) * 2 * KSUB]
+                .try_into()
+                .expect("2 * KSUB values a pair");
+            let ab = [q[2 * s], q[2 * s + 1]];
+            let mut sq = [0f32; 2 * KSUB];
+            for (i, v) in sq.iter_mut().enumerate() {
+                let x = ab[i & 1] - c[i];
+                *v = x * x;
+            }
+            let mut dd = [0f32; KSUB];
+            for (j, v) in dd.iter_mut().enumerate() {
+                *v = sq[2 * j] + sq[2 * j + 1];
+            }
+            let (lo, hi) = (min16(&dd), max16(&dd));
+            for (o, &v) in d.iter_mut().zip(&dd) {
+                *o = v - lo;
+            }
+            span = span.max(hi - lo);
         }
         let scale = if span > 0.0 { ENTRY_MAX / span } else { 0.0 };
-        lut.clear();
-        lut.resize(pairs * 2 * KSUB, 0);
-        for (s, out) in lut.chunks_exact_mut(2 * KSUB).enumerate() {
-            let (d, lo) = self.pair_dists(q, s);
-            for j in 0..KSUB {
-                // non-negative: rounding is adding a half and truncating
-                let e = ((d[j] - lo) * scale + 0.5).min(ENTRY_MAX) as u8;
-                out[j] = e;
-                out[KSUB + j] = e;
+        for (d, out) in dists.chunks_exact(KSUB).zip(lut.chunks_exact_mut(2 * KSUB)) {
+            let (a, b) = out.split_at_mut(KSUB);
+            for ((&v, x), y) in d.iter().zip(a).zip(b) {
+                // non-negative and at most ENTRY_MAX: rounding is adding a half and truncating
+                let e = (v * scale + 0.5).min(ENTRY_MAX) as i32 as u8;
+                *x = e;
+                *y = e;
             }
         }
     }
+}
 
-    /// The squared distances of the query's pair `s` (`q` in the code domain) to the pair's
-    /// 16 centroids, and the smallest of them.
-    #[inline]
-    fn pair_dists(&self, q: &[f32], s: usize) -> ([f32; KSUB], f32) {
-        let c = &self.centroids[s * KSUB * 2..(s + 1) * KSUB * 2];
-        let (a, b) = (q[2 * s], q[2 * s + 1]);
-        let mut d = [0f32; KSUB];
-        for (j, v) in d.iter_mut().enumerate() {
-            let (da, db) = (a - c[2 * j], b - c[2 * j + 1]);
-            *v = da * da + db * db;
+/// The smallest of 16 distances (no NaN), halving as SIMD lanes do.
+#[inline(always)]
+fn min16(d: &[f32; KSUB]) -> f32 {
+    let mut m = *d;
+    let mut w = KSUB / 2;
+    while w > 0 {
+        for i in 0..w {
+            m[i] = if m[i + w] < m[i] { m[i + w] } else { m[i] };
         }
-        let lo = d.iter().copied().fold(f32::INFINITY, f32::min);
-        (d, lo)
+        w /= 2;
     }
+    m[0]
+}
+
+/// The largest of 16 distances (no NaN), as `min16`.
+#[inline(always)]
+fn max16(d: &[f32; KSUB]) -> f32 {
+    let mut m = *d;
+    let mut w = KSUB / 2;
+    while w > 0 {
+        for i in 0..w {
+            m[i] = if m[i + w] > m[i] { m[i + w] } else { m[i] };
+        }
+        w /= 2;
+    }
+    m[0]
 }
 
 /// Writes row `r`'s pair codes `code` (values 0..16) into the packed blocks `packed` of
@@ -235,8 +265,8 @@ mod tests {
         let data = rows(n, dim, 1);
         let pq = Pq4::train(&data, dim, 7);
         let q: Vec<f32> = data[..dim].iter().map(|&v| v as f32 + 0.3).collect();
-        let mut lut = Vec::new();
-        pq.lut(&q, &mut lut);
+        let mut lut = vec![0u8; dim / 2 * 32];
+        pq.lut(&q, &mut Vec::new(), &mut lut);
         let mut code = vec![0u8; dim / 2];
         let mut pairs_err = 0usize;
         let mut scored: Vec<(u32, f32)> = Vec::new();

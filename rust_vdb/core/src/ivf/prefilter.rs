@@ -21,13 +21,16 @@ const REORDER_AHEAD: usize = 12;
 /// for a whole list at once stalled the scan on full miss buffers; a cursor running 2-4 KiB
 /// ahead across lists measured the same as this).
 const FS_AHEAD_BYTES: usize = 512;
+/// A block's queries bound their candidates with the table sums of this many rows of their
+/// nearest list at most (`FsBufs::seed`), before the scan in list order.
+const FS_SEED_ROWS: usize = 256;
 
 /// Buffers of the prefilter, kept across calls: per query of a block its code-domain values,
 /// tables and candidates; the kernel's outputs; the candidates being reordered.
 #[derive(Default)]
 pub(super) struct FsBufs {
     qf: Vec<f32>,
-    lut: Vec<u8>,
+    dists: Vec<f32>,
     luts: Vec<u8>,
     cands: Vec<FsCands>,
     rows: (Vec<u32>, Vec<u32>),
@@ -47,17 +50,14 @@ impl IvfIndex {
         if f.cands.len() < m {
             f.cands.resize_with(m, FsCands::default);
         }
-        let mut lut = std::mem::take(&mut f.lut);
         for qi in 0..m {
             // the query in the code domain, unrounded
             let q = &qblock[qi * dim..(qi + 1) * dim];
             f.qf.clear();
             f.qf.extend((0..dim).map(|d| (q[d] - sq.vmin[d]) / sq.step[d]));
-            pq.lut(&f.qf, &mut lut);
-            f.luts[qi * lut_len..(qi + 1) * lut_len].copy_from_slice(&lut);
+            pq.lut(&f.qf, &mut f.dists, &mut f.luts[qi * lut_len..(qi + 1) * lut_len]);
             f.cands[qi].reset(s.reorder.max(s.heaps[qi].k()));
         }
-        f.lut = lut;
         lut_len
     }
 
@@ -124,6 +124,7 @@ impl IvfIndex {
         kern: &Kernels,
         qblock: &[f32],
         probes: &[Probe],
+        seeds: &[u32],
         m: usize,
         s: &mut Prescore,
         f: &mut FsBufs,
@@ -131,7 +132,7 @@ impl IvfIndex {
     ) {
         let planned = self.begin_scan(probes, s, stats);
         let t = Instant::now();
-        self.scan_block_fs(kern, qblock, probes, m, s, f);
+        self.scan_block_fs(kern, qblock, probes, seeds, m, s, f);
         stats.timers.prescore_lists_s += t.elapsed().as_secs_f64();
         self.fs_count_bytes(planned, s.tails.read, stats);
         self.end_scan(s, stats);
@@ -139,16 +140,42 @@ impl IvfIndex {
 
     /// A block's prefilter scan: `probes` sorted by list, each list scanned for every query
     /// of the block that probes it, then each query's best rows reordered into its heap.
+    /// Each query's candidates start bounded by the rows of its nearest list (`seeds`), so
+    /// that its far lists, met early in list order, do not fill them.
+    #[allow(clippy::too_many_arguments)]
     fn scan_block_fs(
         &self,
         kern: &Kernels,
         qblock: &[f32],
         probes: &[Probe],
+        seeds: &[u32],
         m: usize,
         s: &mut Prescore,
         f: &mut FsBufs,
     ) {
         let lut_len = self.fs_begin(qblock, m, s, f);
+        let block_bytes = self.pq.as_ref().map_or(0, |p| p.block_bytes());
+        for (qi, &li) in seeds.iter().enumerate().take(m) {
+            let Some(list) = self.lists.get(li as usize) else {
+                continue;
+            };
+            let n = list.len().min(FS_SEED_ROWS);
+            let k = f.cands[qi].k;
+            if n < k {
+                continue;
+            }
+            let (pos, dist) = &mut f.rows;
+            if pos.len() < n {
+                pos.resize(n, 0);
+                dist.resize(n, 0);
+            }
+            let lut = &f.luts[qi * lut_len..(qi + 1) * lut_len];
+            let fs = &list.fs[..crate::pq4::packed_len(n, block_bytes)];
+            let got = (kern.fs_below)(fs, n, lut, u32::MAX, pos, dist);
+            debug_assert_eq!(got, n);
+            // k of the rows the query scans sum to this or less: no row above it is among its k
+            f.cands[qi].thr = *dist[..n].select_nth_unstable(k - 1).1;
+        }
         for (i, visit) in probes.iter().enumerate() {
             if let Some(next) = probes.get(i + 1).filter(|n| n.list() != visit.list()) {
                 let fs = &self.lists[next.list()].fs;

@@ -200,7 +200,8 @@ impl IvfIndex {
                 );
             } else if self.prefilters(&s.pre) {
                 let fs = &mut s.one.fs;
-                self.prescore_fs(kern, &s.qblock, &s.probes, m, &mut s.pre, fs, &mut stats);
+                let (probes, seeds) = (&s.probes, &s.seeds);
+                self.prescore_fs(kern, &s.qblock, probes, seeds, m, &mut s.pre, fs, &mut stats);
             } else {
                 self.prescore(kern, &s.qblock, &s.probes, &s.seeds, &mut s.pre, &mut stats);
             }

@@ -365,7 +365,7 @@ pub(crate) fn check_tile(
         nq <= TILE_QUERIES,
         "a tile holds at most {TILE_QUERIES} queries, got {nq} thresholds"
     );
-    let dim = if nq == 0 { 0 } else { qs / nq };
+    let dim = qs.checked_div(nq).unwrap_or(0);
     assert_eq!(
         qs,
         dim * nq,
