@@ -210,10 +210,11 @@ def test_thread_scaling_prints_the_ratio_of_one_build(env, profiled, tmp_path):
     index, _ = profiled
     out = tmp_path / "scaling.json"
     proc = run(env, "perf/thread_scaling.py", DATASET, str(index), "16", "--queries", "300", "--rounds", "3",
-               "--so", ext.__file__, "--json", str(out))
+               "--reorder", "50", "--so", ext.__file__, "--json", str(out))
     assert re.search(r"^2t / 1t \d+\.\d\d \[", proc.stdout, re.M), proc.stdout
+    assert "nprobe 16, reorder 50," in proc.stdout
     figures = json.loads(out.read_text())
-    assert figures["queries"] == 300 and set(figures["qps"]) == {"1", "2"}
+    assert figures["queries"] == 300 and set(figures["qps"]) == {"1", "2"} and figures["reorder"] == 50
     assert all(v > 0 for v in figures["qps"].values()) and figures["ratio_min"] <= figures["ratio"] <= figures["ratio_max"]
 
 

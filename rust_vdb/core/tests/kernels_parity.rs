@@ -2,7 +2,7 @@
 //! the level controls (`VDBBENCH_SIMD`, `set_level_cap`).
 
 use half::f16;
-use vdb_core::kernels::{self, available_tables, Kernels, SimdLevel, SCALAR};
+use vdb_core::kernels::{self, available_tables, Kernels, SimdLevel, FS_MANY, SCALAR};
 
 const DIMS: [usize; 12] = [1, 7, 15, 16, 17, 31, 64, 65, 127, 128, 129, 300];
 /// Row counts for the batch kernels: empty, below, at and past the 4- and 16-row blockings.
@@ -998,12 +998,30 @@ fn fs_below_keeps_exactly_the_rows_under_the_threshold() {
                     if let Some(&mid) = sums.get(nrows / 2) {
                         thrs.extend([mid, mid.saturating_sub(1), sums[0]]);
                     }
-                    for thr in thrs {
+                    for &thr in &thrs {
                         let (mut pos, mut dist) = (vec![0u32; nrows], vec![0u32; nrows]);
                         let c = (k.fs_below)(&packed, nrows, &lut, thr, &mut pos, &mut dist);
                         let got: Vec<(u32, u32)> = pos[..c].iter().copied().zip(dist[..c].iter().copied()).collect();
                         assert_eq!(got, fs_reference(&codes, &lut, thr),
                                    "{} pairs {pairs} rows {nrows} thr {thr} wild {wild}", k.name);
+                    }
+                    // several queries at once: other tables (a byte rotation of this one's
+                    // entries) and thresholds, each query's rows as fs_below gives them
+                    for g in 1..=FS_MANY {
+                        let luts: Vec<Vec<u8>> = (0..g)
+                            .map(|x| lut.iter().map(|&e| if wild { e.rotate_left(x as u32) } else { (e + 17 * x as u8) & 127 }).collect())
+                            .collect();
+                        let refs: Vec<&[u8]> = luts.iter().map(|l| l.as_slice()).collect();
+                        let qthrs: Vec<u32> = (0..g).map(|x| thrs[(x * 3 + nrows) % thrs.len()]).collect();
+                        let (mut pos, mut dist) = (vec![0u32; g * nrows], vec![0u32; g * nrows]);
+                        let mut counts = [usize::MAX; FS_MANY];
+                        (k.fs_below_many)(&packed, nrows, &refs, &qthrs, &mut pos, &mut dist, &mut counts);
+                        for x in 0..g {
+                            let at = x * nrows..x * nrows + counts[x];
+                            let got: Vec<(u32, u32)> = pos[at.clone()].iter().copied().zip(dist[at].iter().copied()).collect();
+                            assert_eq!(got, fs_reference(&codes, &luts[x], qthrs[x]),
+                                       "{} many {g} query {x} pairs {pairs} rows {nrows} wild {wild}", k.name);
+                        }
                     }
                 }
             }
@@ -1021,6 +1039,24 @@ fn fs_below_refuses_blocks_that_do_not_fit_the_rows() {
                 (k.fs_below)(&packed, n, &lut, 9, &mut pos, &mut dist)
             }));
             assert!(r.is_err(), "{}: {} bytes for {n} rows", k.name, packed.len());
+        }
+        // fs_below_many: no query, too many, tables of two lengths, outputs short of g * n
+        let (packed, n) = (vec![0u8; 64], 32usize);
+        let short = vec![0u8; 2 * 32];
+        let cases: [(Vec<&[u8]>, usize); 4] = [
+            (vec![], 40),
+            (vec![&lut[..]; FS_MANY + 1], 40 * (FS_MANY + 1)),
+            (vec![&lut[..], &short[..]], 80),
+            (vec![&lut[..], &lut[..]], 40),
+        ];
+        for (luts, room) in cases {
+            let thrs = vec![9u32; luts.len()];
+            let (mut pos, mut dist) = (vec![0u32; room], vec![0u32; room]);
+            let mut counts = [0usize; FS_MANY + 1];
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                (k.fs_below_many)(&packed, n, &luts, &thrs, &mut pos, &mut dist, &mut counts)
+            }));
+            assert!(r.is_err(), "{}: {} tables, room {room}", k.name, luts.len());
         }
     }
 }

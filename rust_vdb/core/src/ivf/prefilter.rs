@@ -3,15 +3,15 @@
 //! `reorder` rows with the smallest table sums (`FsCands`), and only those rows get their whole
 //! u8 distance, into the query's heap (`reorder_into`). One query per call takes it on the
 //! calling thread (`scan_one_fs`); a block of queries visits its probes list by list, each
-//! list's codes read once from memory and scanned for every query that probes it
-//! (`scan_block_fs`).
+//! list's codes read once from memory and scanned for up to `FS_MANY` of the queries that
+//! probe it at a time (`scan_block_fs`, `Kernels::fs_below_many`).
 
 use std::time::Instant;
 
 use super::prescore::Prescore;
 use super::probe::{Probe, RowRef};
 use super::{IvfIndex, Storage};
-use crate::kernels::Kernels;
+use crate::kernels::{Kernels, FS_MANY};
 use crate::search_stats::SearchStats;
 use crate::topk::Reservoir;
 
@@ -80,6 +80,37 @@ impl IvfIndex {
         let got = (kern.fs_below)(&list.fs, n, lut, cand.threshold(), pos, dist);
         for (&r, &d) in pos[..got].iter().zip(&dist[..got]) {
             cand.push(d, li, r as usize);
+        }
+    }
+
+    /// Scans list `li`'s 4-bit codes for the block's queries `group` (visits of that list, at
+    /// most FS_MANY) into their candidates, the codes read once for all of them.
+    fn fs_scan_list_many(&self, kern: &Kernels, li: usize, group: &[Probe], lut_len: usize, f: &mut FsBufs) {
+        let list = &self.lists[li];
+        let (n, g) = (list.len(), group.len());
+        let FsBufs {
+            luts, cands, rows, ..
+        } = f;
+        let (pos, dist) = rows;
+        if pos.len() < g * n {
+            pos.resize(g * n, 0);
+            dist.resize(g * n, 0);
+        }
+        let mut tables: [&[u8]; FS_MANY] = [&[]; FS_MANY];
+        let mut thrs = [0u32; FS_MANY];
+        for (x, v) in group.iter().enumerate() {
+            let qi = v.query();
+            tables[x] = &luts[qi * lut_len..(qi + 1) * lut_len];
+            thrs[x] = cands[qi].threshold();
+        }
+        let mut counts = [0usize; FS_MANY];
+        (kern.fs_below_many)(&list.fs, n, &tables[..g], &thrs[..g], pos, dist, &mut counts);
+        for (x, v) in group.iter().enumerate() {
+            let cand = &mut cands[v.query()];
+            let at = x * n..x * n + counts[x];
+            for (&r, &d) in pos[at.clone()].iter().zip(&dist[at]) {
+                cand.push(d, li, r as usize);
+            }
         }
     }
 
@@ -176,14 +207,19 @@ impl IvfIndex {
             // k of the rows the query scans sum to this or less: no row above it is among its k
             f.cands[qi].thr = *dist[..n].select_nth_unstable(k - 1).1;
         }
-        for (i, visit) in probes.iter().enumerate() {
-            if let Some(next) = probes.get(i + 1).filter(|n| n.list() != visit.list()) {
+        // each list once, for up to FS_MANY of the queries that probe it at a time
+        let mut i = 0;
+        while i < probes.len() {
+            let li = probes[i].list();
+            let end = i + probes[i..].iter().take_while(|v| v.list() == li).count();
+            if let Some(next) = probes.get(end) {
                 let fs = &self.lists[next.list()].fs;
                 crate::kernels::prefetch(&fs[..fs.len().min(FS_AHEAD_BYTES)]);
             }
-            let qi = visit.query();
-            let lut = &f.luts[qi * lut_len..(qi + 1) * lut_len];
-            self.fs_scan_list(kern, visit.list(), lut, &mut f.cands[qi], &mut f.rows);
+            for group in probes[i..end].chunks(FS_MANY) {
+                self.fs_scan_list_many(kern, li, group, lut_len, f);
+            }
+            i = end;
         }
         let dim = self.dim;
         for qi in 0..m {

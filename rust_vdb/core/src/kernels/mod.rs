@@ -65,6 +65,12 @@ pub const TILE_QUERIES: usize = 16;
 /// `fs_below(packed, n, lut, thr, pos, dist) -> count`.
 pub type FsBelow = fn(&[u8], usize, &[u8], u32, &mut [u32], &mut [u32]) -> usize;
 
+/// `fs_below_many(packed, n, luts, thrs, pos, dist, counts)`.
+pub type FsBelowMany = fn(&[u8], usize, &[&[u8]], &[u32], &mut [u32], &mut [u32], &mut [usize]);
+
+/// The most queries one `fs_below_many` call takes.
+pub const FS_MANY: usize = 4;
+
 /// `argmin_score(dots, norms, ip) -> (position, score)`.
 pub type ArgminScore = fn(&[f32], &[f32], bool) -> (u32, f32);
 
@@ -152,6 +158,11 @@ pub struct Kernels {
     /// entries added in a byte, those added in u16, both wrapping, so entries up to 127 and
     /// `pairs * 127 < 65536` give the exact sums (`pq4::Pq4::lut` keeps to that).
     pub fs_below: FsBelow,
+    /// `fs_below` for up to `FS_MANY` queries over the same rows (query g: tables `luts[g]`,
+    /// threshold `thrs[g]`), each block of codes loaded once for all of them: query g's
+    /// positions and sums go to `pos` and `dist` from `g * n` on, its count to `counts[g]`.
+    /// The same results as `fs_below` query by query.
+    pub fs_below_many: FsBelowMany,
 }
 
 pub static SCALAR: Kernels = Kernels {
@@ -181,6 +192,7 @@ pub static SCALAR: Kernels = Kernels {
     tile_all_fast: false,
     argmin_score: scalar::argmin_score,
     fs_below: scalar::fs_below,
+    fs_below_many: scalar::fs_below_many,
 };
 
 /// sum(q^2) of a u8 code vector, modulo 2^32: the query's term of the rewritten l2
@@ -426,6 +438,16 @@ pub(crate) fn check_fs(packed: usize, n: usize, lut: usize, pos: usize, dist: us
     let want = n.div_ceil(crate::pq4::FS_BLOCK) * (lut / 64) * 32;
     assert_eq!(packed, want, "fs blocks hold {packed} bytes, expected {want} for {n} rows");
     assert!(pos >= n && dist >= n, "outputs hold {pos} positions and {dist} distances for {n} rows");
+}
+
+/// The length checks of every `fs_below_many`: 1..=FS_MANY queries with tables of one length,
+/// a threshold and a count each, room for n positions and sums a query, and `check_fs`'s.
+pub(crate) fn check_fs_many(packed: usize, n: usize, luts: &[&[u8]], thrs: usize, pos: usize, dist: usize, counts: usize) {
+    let g = luts.len();
+    assert!((1..=FS_MANY).contains(&g), "{g} queries for fs_below_many, expected 1..={FS_MANY}");
+    assert!(luts.iter().all(|l| l.len() == luts[0].len()), "fs tables of different lengths");
+    assert!(thrs == g && counts >= g, "{thrs} thresholds and {counts} counts for {g} queries");
+    check_fs(packed, n, luts[0].len(), pos / g, dist / g);
 }
 
 /// Asks the CPU to start loading every cache line of `data`, for rows whose use is known a few

@@ -157,6 +157,23 @@ pub fn fs_below(
     c
 }
 
+/// `Kernels::fs_below_many`: `fs_below` for each query in turn.
+pub fn fs_below_many(
+    packed: &[u8],
+    n: usize,
+    luts: &[&[u8]],
+    thrs: &[u32],
+    pos: &mut [u32],
+    dist: &mut [u32],
+    counts: &mut [usize],
+) {
+    super::check_fs_many(packed.len(), n, luts, thrs.len(), pos.len(), dist.len(), counts.len());
+    for (g, (lut, &thr)) in luts.iter().zip(thrs).enumerate() {
+        let (p, d) = (&mut pos[g * n..(g + 1) * n], &mut dist[g * n..(g + 1) * n]);
+        counts[g] = fs_below(packed, n, lut, thr, p, d);
+    }
+}
+
 /// `l2_u8_batch_pre` for each query of a tile in turn (see `Kernels::l2_u8_tile_below`).
 #[allow(clippy::too_many_arguments)]
 pub fn l2_u8_tile_below(

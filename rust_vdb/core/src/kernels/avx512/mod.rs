@@ -47,6 +47,7 @@ pub static AVX512: Kernels = Kernels {
     argmin_score,
     // the AVX2 kernel: 256-bit shuffles are what its lookups need
     fs_below: super::avx2::fs_below,
+    fs_below_many: super::avx2::fs_below_many,
 };
 
 /// `AVX512_VNNI` with the query tiles scored by AMX (`l2_u8_tile_below_amx`), for CPUs with
