@@ -1041,8 +1041,8 @@ fn fs_below_refuses_blocks_that_do_not_fit_the_rows() {
             assert!(r.is_err(), "{}: {} bytes for {n} rows", k.name, packed.len());
         }
         // fs_below_many: no query, too many, tables of two lengths, outputs short of g * n
-        let (packed, n) = (vec![0u8; 64], 32usize);
-        let short = vec![0u8; 2 * 32];
+        let (packed, n) = ([0u8; 64], 32usize);
+        let short = [0u8; 2 * 32];
         let cases: [(Vec<&[u8]>, usize); 4] = [
             (vec![], 40),
             (vec![&lut[..]; FS_MANY + 1], 40 * (FS_MANY + 1)),
