@@ -50,13 +50,14 @@ impl IvfIndex {
         if f.cands.len() < m {
             f.cands.resize_with(m, FsCands::default);
         }
+        let row_bits = cand_row_bits(self.lists.len(), self.ntotal());
         for qi in 0..m {
             // the query in the code domain, unrounded
             let q = &qblock[qi * dim..(qi + 1) * dim];
             f.qf.clear();
             f.qf.extend((0..dim).map(|d| (q[d] - sq.vmin[d]) / sq.step[d]));
             pq.lut(&f.qf, &mut f.dists, &mut f.luts[qi * lut_len..(qi + 1) * lut_len]);
-            f.cands[qi].reset(s.reorder.max(s.heaps[qi].k()));
+            f.cands[qi].reset(s.reorder.max(s.heaps[qi].k()), row_bits);
         }
         lut_len
     }
@@ -281,21 +282,45 @@ impl IvfIndex {
 /// A query's best rows by table sum, a reservoir as `topk::Reservoir` (rows at or under the
 /// threshold appended, a cut to the best when full) over one packed word a row: sum, list,
 /// row, so a cut is a selection of plain integers and ties go to the earlier place, the same
-/// on every run. (A histogram of the sums that kept the threshold at the k-th best, as a heap
-/// would, measured 0.98x: the cuts are not what the scan waits on.)
+/// on every run. The word is a u64 (sum in the top 16 bits, the list above `row_bits` bits of
+/// row) where the index's lists and rows fit 48 bits, which is every index of fewer than 2^24
+/// lists and 2^24 vectors and most beyond; else a u128. (A histogram of the sums that kept the
+/// threshold at the k-th best, as a heap would, measured 0.98x: the cuts are not what the scan
+/// waits on.)
 #[derive(Default)]
 struct FsCands {
     k: usize,
     thr: u32,
-    buf: Vec<u128>,
+    /// Bits of row in a u64 word; 0: u128 words.
+    row_bits: u32,
+    narrow: Vec<u64>,
+    wide: Vec<u128>,
+}
+
+/// `FsCands::row_bits` for an index of `nlist` lists and `ntotal` rows: the bits a list number
+/// leaves of 48, if every row number fits them, else 0.
+fn cand_row_bits(nlist: usize, ntotal: usize) -> u32 {
+    let list_bits = usize::BITS - nlist.saturating_sub(1).leading_zeros();
+    let row_bits = 48u32.saturating_sub(list_bits);
+    if row_bits > 0 && (ntotal as u64) <= 1u64 << row_bits {
+        row_bits
+    } else {
+        0
+    }
 }
 
 impl FsCands {
-    fn reset(&mut self, k: usize) {
+    fn reset(&mut self, k: usize, row_bits: u32) {
         self.k = k.max(1);
         self.thr = u32::MAX;
-        self.buf.clear();
-        self.buf.reserve(2 * self.k + 16);
+        self.row_bits = row_bits;
+        self.narrow.clear();
+        self.wide.clear();
+        if row_bits > 0 {
+            self.narrow.reserve(2 * self.k + 16);
+        } else {
+            self.wide.reserve(2 * self.k + 16);
+        }
     }
 
     /// Sums above this cannot enter.
@@ -303,60 +328,99 @@ impl FsCands {
         self.thr
     }
 
-    /// Adds a row (one above the threshold is harmless: cut later).
+    /// Adds a row (one above the threshold is harmless: cut later). `sum` < 2^16 (the kernel's
+    /// u16 lanes).
     #[inline]
     fn push(&mut self, sum: u32, list: usize, row: usize) {
-        self.buf
-            .push(((sum as u128) << 64) | ((list as u128) << 32) | row as u128);
-        if self.buf.len() >= 2 * self.k + 16 {
+        let full = if self.row_bits > 0 {
+            let w = (sum as u64) << 48 | (list as u64) << self.row_bits | row as u64;
+            self.narrow.push(w);
+            self.narrow.len()
+        } else {
+            self.wide
+                .push(((sum as u128) << 64) | ((list as u128) << 32) | row as u128);
+            self.wide.len()
+        };
+        if full >= 2 * self.k + 16 {
             self.cut();
         }
     }
 
     /// Keeps the k best; the threshold becomes the worst of them.
     fn cut(&mut self) {
-        if self.buf.len() > self.k {
-            self.buf.select_nth_unstable(self.k - 1);
-            self.buf.truncate(self.k);
-            self.thr = (self.buf[self.k - 1] >> 64) as u32;
+        let k = self.k;
+        if self.row_bits > 0 {
+            if self.narrow.len() > k {
+                self.narrow.select_nth_unstable(k - 1);
+                self.narrow.truncate(k);
+                self.thr = (self.narrow[k - 1] >> 48) as u32;
+            }
+        } else if self.wide.len() > k {
+            self.wide.select_nth_unstable(k - 1);
+            self.wide.truncate(k);
+            self.thr = (self.wide[k - 1] >> 64) as u32;
         }
     }
 
     /// The k best rows, best first, into `out`; empties the set.
     fn drain_sorted(&mut self, out: &mut Vec<RowRef>) {
         self.cut();
-        self.buf.sort_unstable();
         out.clear();
-        out.extend(
-            self.buf
-                .drain(..)
-                .map(|w| RowRef::new((w >> 32) as u32 as usize, w as u32 as usize)),
-        );
+        if self.row_bits > 0 {
+            let rb = self.row_bits;
+            let (rmask, place) = ((1u64 << rb) - 1, (1u64 << 48) - 1);
+            self.narrow.sort_unstable();
+            out.extend(
+                self.narrow
+                    .drain(..)
+                    .map(|w| RowRef::new(((w & place) >> rb) as usize, (w & rmask) as usize)),
+            );
+        } else {
+            self.wide.sort_unstable();
+            out.extend(
+                self.wide
+                    .drain(..)
+                    .map(|w| RowRef::new((w >> 32) as u32 as usize, w as u32 as usize)),
+            );
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::FsCands;
+    use super::{cand_row_bits, FsCands};
 
     #[test]
     fn prefilter_candidates_keep_the_best_sums_ties_to_the_earlier_place() {
-        let mut c = FsCands::default();
-        c.reset(3);
-        let mut rng = crate::rng::Rng::new(5);
-        let mut all = Vec::new();
-        for i in 0..200 {
-            let (sum, list, row) = (rng.below(40) as u32, i % 7, i);
-            all.push((sum, list, row));
-            if sum <= c.threshold() {
-                c.push(sum, list, row);
+        // u64 words (12 bits of list, 36 of row) and u128 words: the same rows
+        for row_bits in [36, 0] {
+            let mut c = FsCands::default();
+            c.reset(3, row_bits);
+            let mut rng = crate::rng::Rng::new(5);
+            let mut all = Vec::new();
+            for i in 0..200 {
+                let (sum, list, row) = (rng.below(40) as u32, 4095 - i % 7, (i * 977) % 4096);
+                all.push((sum, list, row));
+                if sum <= c.threshold() {
+                    c.push(sum, list, row);
+                }
             }
+            all.sort_unstable();
+            let mut out = Vec::new();
+            c.drain_sorted(&mut out);
+            let got: Vec<(usize, usize)> = out.iter().map(|r| (r.list(), r.row())).collect();
+            let want: Vec<(usize, usize)> = all[..3].iter().map(|&(_, l, r)| (l, r)).collect();
+            assert_eq!(got, want, "row_bits {row_bits}");
         }
-        all.sort_unstable();
-        let mut out = Vec::new();
-        c.drain_sorted(&mut out);
-        let got: Vec<(usize, usize)> = out.iter().map(|r| (r.list(), r.row())).collect();
-        let want: Vec<(usize, usize)> = all[..3].iter().map(|&(_, l, r)| (l, r)).collect();
-        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn candidate_words_are_narrow_only_where_every_list_and_row_fits() {
+        assert_eq!(cand_row_bits(1, 10), 48);
+        assert_eq!(cand_row_bits(2828, 500_000), 36);
+        assert_eq!(cand_row_bits(1 << 24, 1 << 24), 24);
+        assert_eq!(cand_row_bits(1 << 24, (1 << 24) + 1), 0);
+        assert_eq!(cand_row_bits((1 << 24) + 1, 1 << 23), 23);
+        assert_eq!(cand_row_bits(1 << 40, 1 << 8), 8);
     }
 }
