@@ -112,7 +112,7 @@ impl Pq4 {
             for (j, v) in dd.iter_mut().enumerate() {
                 *v = sq[2 * j] + sq[2 * j + 1];
             }
-            let (lo, hi) = (min16(&dd), max16(&dd));
+            let (lo, hi) = (pick16(&dd, |a, b| a < b), pick16(&dd, |a, b| a > b));
             for (o, &v) in d.iter_mut().zip(&dd) {
                 *o = v - lo;
             }
@@ -131,28 +131,15 @@ impl Pq4 {
     }
 }
 
-/// The smallest of 16 distances (no NaN), halving as SIMD lanes do.
+/// The value of 16 distances (no NaN) that `first(a, b)` prefers to every other (`<`: the
+/// smallest, `>`: the largest), halving as SIMD lanes do.
 #[inline(always)]
-fn min16(d: &[f32; KSUB]) -> f32 {
+fn pick16(d: &[f32; KSUB], first: impl Fn(f32, f32) -> bool) -> f32 {
     let mut m = *d;
     let mut w = KSUB / 2;
     while w > 0 {
         for i in 0..w {
-            m[i] = if m[i + w] < m[i] { m[i + w] } else { m[i] };
-        }
-        w /= 2;
-    }
-    m[0]
-}
-
-/// The largest of 16 distances (no NaN), as `min16`.
-#[inline(always)]
-fn max16(d: &[f32; KSUB]) -> f32 {
-    let mut m = *d;
-    let mut w = KSUB / 2;
-    while w > 0 {
-        for i in 0..w {
-            m[i] = if m[i + w] > m[i] { m[i + w] } else { m[i] };
+            m[i] = if first(m[i + w], m[i]) { m[i + w] } else { m[i] };
         }
         w /= 2;
     }
