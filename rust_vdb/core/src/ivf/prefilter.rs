@@ -22,7 +22,7 @@ const REORDER_AHEAD: usize = 12;
 /// ahead across lists measured the same as this).
 const FS_AHEAD_BYTES: usize = 512;
 /// A block's queries bound their candidates with the table sums of this many rows of their
-/// nearest list at most (`FsBufs::seed`), before the scan in list order.
+/// nearest list at most (`fs_seed_bounds`), before the scan in list order.
 const FS_SEED_ROWS: usize = 256;
 
 /// Buffers of the prefilter, kept across calls: per query of a block its code-domain values,
@@ -186,28 +186,7 @@ impl IvfIndex {
         f: &mut FsBufs,
     ) {
         let lut_len = self.fs_begin(qblock, m, s, f);
-        let block_bytes = self.pq.as_ref().map_or(0, |p| p.block_bytes());
-        for (qi, &li) in seeds.iter().enumerate().take(m) {
-            let Some(list) = self.lists.get(li as usize) else {
-                continue;
-            };
-            let n = list.len().min(FS_SEED_ROWS);
-            let k = f.cands[qi].k;
-            if n < k {
-                continue;
-            }
-            let (pos, dist) = &mut f.rows;
-            if pos.len() < n {
-                pos.resize(n, 0);
-                dist.resize(n, 0);
-            }
-            let lut = &f.luts[qi * lut_len..(qi + 1) * lut_len];
-            let fs = &list.fs[..crate::pq4::packed_len(n, block_bytes)];
-            let got = (kern.fs_below)(fs, n, lut, u32::MAX, pos, dist);
-            debug_assert_eq!(got, n);
-            // k of the rows the query scans sum to this or less: no row above it is among its k
-            f.cands[qi].thr = *dist[..n].select_nth_unstable(k - 1).1;
-        }
+        self.fs_seed_bounds(kern, seeds, m, lut_len, f);
         // each list once, for up to FS_MANY of the queries that probe it at a time
         let mut i = 0;
         while i < probes.len() {
@@ -227,6 +206,35 @@ impl IvfIndex {
             f.cands[qi].drain_sorted(&mut f.hits);
             let qsplit = &s.qsplit[qi * dim..(qi + 1) * dim];
             s.tails.read += self.reorder_into(kern, qsplit, &f.hits, &mut s.heaps[qi]);
+        }
+    }
+
+    /// Bounds each of the block's `m` queries' candidates (`seeds`: its nearest list) by the
+    /// k-th smallest table sum among the first `FS_SEED_ROWS` rows of its nearest list: rows it
+    /// scans, so at least k of its rows sum to the bound or less, and no row above it is among
+    /// its k best. In list order a query meets its far lists first, which would otherwise
+    /// fill its candidates with rows a cut throws away.
+    fn fs_seed_bounds(&self, kern: &Kernels, seeds: &[u32], m: usize, lut_len: usize, f: &mut FsBufs) {
+        let block_bytes = self.pq.as_ref().map_or(0, |p| p.block_bytes());
+        for (qi, &li) in seeds.iter().enumerate().take(m) {
+            let Some(list) = self.lists.get(li as usize) else {
+                continue;
+            };
+            let n = list.len().min(FS_SEED_ROWS);
+            let k = f.cands[qi].k;
+            if n < k {
+                continue;
+            }
+            let (pos, dist) = &mut f.rows;
+            if pos.len() < n {
+                pos.resize(n, 0);
+                dist.resize(n, 0);
+            }
+            let lut = &f.luts[qi * lut_len..(qi + 1) * lut_len];
+            let fs = &list.fs[..crate::pq4::packed_len(n, block_bytes)];
+            let got = (kern.fs_below)(fs, n, lut, u32::MAX, pos, dist);
+            debug_assert_eq!(got, n);
+            f.cands[qi].bound(*dist[..n].select_nth_unstable(k - 1).1);
         }
     }
 
@@ -326,6 +334,11 @@ impl FsCands {
     /// Sums above this cannot enter.
     fn threshold(&self) -> u32 {
         self.thr
+    }
+
+    /// Lowers the threshold to `thr`, a sum that at least k of the rows to come reach.
+    fn bound(&mut self, thr: u32) {
+        self.thr = self.thr.min(thr);
     }
 
     /// Adds a row (one above the threshold is harmless: cut later). `sum` < 2^16 (the kernel's
