@@ -90,6 +90,7 @@ impl Pq4 {
     /// distance of the query's pair s (`q`, in the code domain) to centroid j, less the
     /// pair's smallest, times one scale for all pairs that puts the largest at `ENTRY_MAX`.
     /// A row's table sum then orders rows as their prefilter distances do (up to rounding).
+    /// `dists` is scratch, kept by the caller across queries.
     pub fn lut(&self, q: &[f32], dists: &mut Vec<f32>, lut: &mut [u8]) {
         let pairs = self.pairs();
         assert_eq!(lut.len(), pairs * 2 * KSUB, "a table of {} bytes for {pairs} pairs", lut.len());

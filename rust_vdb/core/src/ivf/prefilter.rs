@@ -62,30 +62,9 @@ impl IvfIndex {
         lut_len
     }
 
-    /// Scans list `li`'s 4-bit codes with one query's tables `lut` into its candidates.
-    #[inline]
-    fn fs_scan_list(
-        &self,
-        kern: &Kernels,
-        li: usize,
-        lut: &[u8],
-        cand: &mut FsCands,
-        (pos, dist): &mut (Vec<u32>, Vec<u32>),
-    ) {
-        let list = &self.lists[li];
-        let n = list.len();
-        if pos.len() < n {
-            pos.resize(n, 0);
-            dist.resize(n, 0);
-        }
-        let got = (kern.fs_below)(&list.fs, n, lut, cand.threshold(), pos, dist);
-        for (&r, &d) in pos[..got].iter().zip(&dist[..got]) {
-            cand.push(d, li, r as usize);
-        }
-    }
-
     /// Scans list `li`'s 4-bit codes for the block's queries `group` (visits of that list, at
-    /// most FS_MANY) into their candidates, the codes read once for all of them.
+    /// most FS_MANY; one for a single query) into their candidates, the codes read once for
+    /// all of them.
     fn fs_scan_list_many(&self, kern: &Kernels, li: usize, group: &[Probe], lut_len: usize, f: &mut FsBufs) {
         let list = &self.lists[li];
         let (n, g) = (list.len(), group.len());
@@ -126,7 +105,6 @@ impl IvfIndex {
         f: &mut FsBufs,
     ) {
         let lut_len = self.fs_begin(qblock, 1, s, f);
-        let lut = &f.luts[..lut_len];
         for (i, probe) in probes.iter().enumerate() {
             if let Some(next) = probes.get(i + 1) {
                 let fs = &self.lists[next.list()].fs;
@@ -136,7 +114,7 @@ impl IvfIndex {
             if let Some(after) = probes.get(i + 2) {
                 crate::kernels::prefetch(std::slice::from_ref(&self.lists[after.list()]));
             }
-            self.fs_scan_list(kern, probe.list(), lut, &mut f.cands[0], &mut f.rows);
+            self.fs_scan_list_many(kern, probe.list(), std::slice::from_ref(probe), lut_len, f);
         }
         f.cands[0].drain_sorted(&mut f.hits);
         let dim = self.dim;

@@ -979,24 +979,12 @@ pub fn fs_below(
     dist: &mut [u32],
 ) -> usize {
     super::check_fs(packed.len(), n, lut.len(), pos.len(), dist.len());
-    // SAFETY: lengths checked above: packed holds n.div_ceil(32) whole blocks of
-    // lut.len() / 64 32-byte loads, lut lut.len() / 32 32-byte tables, pos and dist n values;
-    // the tables holding this function are handed out only after is_x86_feature_detected!
-    // confirmed avx2, fma and f16c.
-    unsafe { fs_below_impl(packed, n, lut, thr, pos, dist) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn fs_below_impl(
-    packed: &[u8],
-    n: usize,
-    lut: &[u8],
-    thr: u32,
-    pos: &mut [u32],
-    dist: &mut [u32],
-) -> usize {
     let mut c = [0usize];
-    fs_below_many_impl::<1>(packed, n, &[lut], &[thr], pos, dist, &mut c);
+    // SAFETY: lengths checked above: packed holds n.div_ceil(32) whole blocks of
+    // lut.len() / 64 32-byte loads, lut lut.len() / 32 32-byte tables, pos and dist n values
+    // (one query: its outputs from 0 on); the tables holding this function are handed out
+    // only after is_x86_feature_detected! confirmed avx2, fma and f16c.
+    unsafe { fs_below_many_impl::<1>(packed, n, &[lut], &[thr], pos, dist, &mut c) };
     c[0]
 }
 
