@@ -78,35 +78,34 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
-REORDER: int | None = None  # --reorder
 TRIM = 0.02  # the share of each setting's slowest calls `ratio_trimmed` leaves out
 
 
-def one_block(idx, q: np.ndarray, nprobe, threads) -> list[float]:
+def one_block(idx, q: np.ndarray, nprobe, threads, reorder=None) -> list[float]:
     """Seconds of each call, one query per call."""
     out = []
     for i in range(len(q)):
         t = time.perf_counter()
-        idx.search(q[i:i + 1], k=10, nprobe=nprobe, threads=threads, reorder=REORDER)
+        idx.search(q[i:i + 1], k=10, nprobe=nprobe, threads=threads, reorder=reorder)
         out.append(time.perf_counter() - t)
     return out
 
 
-def measure(idx, q: np.ndarray, nprobe, rounds: int, block: int) -> dict:
+def measure(idx, q: np.ndarray, nprobe, rounds: int, block: int, reorder=None) -> dict:
     """Rounds over the same queries, the two settings taking turns every `block` queries (a few
     milliseconds): beside busy processes the scheduler's time slices (4 ms and more) decide how
     fast a stretch of queries runs, so turns that long or shorter give both settings the same
     luck; a round's ratio is its total QPS at one setting over the other's."""
     lat = {"default": [], "1": []}
     ratios = []
-    one_block(idx, q[:50], nprobe, None)
-    one_block(idx, q[:50], nprobe, 1)
+    one_block(idx, q[:50], nprobe, None, reorder)
+    one_block(idx, q[:50], nprobe, 1, reorder)
     for r in range(rounds):
         spent = {"default": 0.0, "1": 0.0}
         for b, lo in enumerate(range(0, len(q), block)):
             order = ("default", "1") if (r + b) % 2 == 0 else ("1", "default")
             for name in order:
-                t = one_block(idx, q[lo:lo + block], nprobe, None if name == "default" else 1)
+                t = one_block(idx, q[lo:lo + block], nprobe, None if name == "default" else 1, reorder)
                 lat[name] += t
                 spent[name] += sum(t)
         ratios.append(spent["1"] / spent["default"])
@@ -139,8 +138,6 @@ def main() -> int:
     ap.add_argument("--min-ratio", type=float, default=0.9, help="exit 1 when a ratio is below this (default 0.9)")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
-    global REORDER
-    REORDER = a.reorder
     kinds = [k for k in a.neighbours.split(",") if k]
     bad = [k for k in kinds if k not in NEIGHBOURS]
     if bad:
@@ -166,7 +163,7 @@ def main() -> int:
     for kind in kinds:
         procs = start(kind)
         try:
-            rows[kind] = measure(idx, q, a.nprobe, a.rounds, a.block)
+            rows[kind] = measure(idx, q, a.nprobe, a.rounds, a.block, a.reorder)
         finally:
             stop(procs)
         r = rows[kind]
