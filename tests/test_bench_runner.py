@@ -170,7 +170,18 @@ def test_ours_ivf_reports_stage_breakdown(small, tmp_path):
     r = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
     assert results.target_met(r)
     assert {p["params"]["rerank"] for p in r["swept"]} == {0, 40, 80, 160}
+    assert {p["params"]["probe_ratio"] for p in r["swept"]} == {0.0, 1.35}
     assert all(isinstance(p.get("stages"), dict) and p["stages"]["nq"] == small.nq for p in r["points"])
+    # a probe ratio probes fewer lists than nprobe at the same point otherwise
+    probed = {json.dumps(p["params"], sort_keys=True): p["stages"]["lists_probed"] for p in r["points"]}
+    pairs = 0
+    for p in r["points"]:
+        if p["params"]["probe_ratio"] > 0:
+            off = json.dumps({**p["params"], "probe_ratio": 0.0}, sort_keys=True)
+            if off in probed:
+                assert p["stages"]["lists_probed"] < probed[off]
+                pairs += 1
+    assert pairs > 0
     assert r["build"]["bytes"] > 0 and r["build"]["cached"] is False
 
 

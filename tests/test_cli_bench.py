@@ -81,6 +81,8 @@ def test_missed_target_still_writes_files_and_exits_1(tmp_path, capsys):
         (["--index", "faiss-ivf-flat", "--nprobe", "1,x"], "--nprobe expects comma-separated integers"),
         (["--index", "faiss-ivf-flat", "--nprobe", "100000"], "nprobe 100000 is outside 1..nlist=283"),
         (["--index", "faiss-ivf-sq8-refine", "--rerank", "5"], "--rerank=5 is below k=10; expected 0 (u8 results alone) or rerank >= k"),
+        (["--index", "ivf", "--probe-ratio", "0,0.5"], "--probe-ratio=0.5: expected 0 (off) or a finite ratio >= 1"),
+        (["--index", "ivf", "--probe-ratio", "1.3,x"], "--probe-ratio expects comma-separated numbers"),
         (["--index", "faiss-ivf-flat", "--target-recall", "1.5"], "--target-recall expects a value in (0, 1]"),
     ],
 )

@@ -252,6 +252,10 @@ BAD_SEARCHES = [
     ({"rerank": 5}, "rerank=5"),
     ({"reorder": 5}, "reorder=5"),
     ({"reorder": -1}, "reorder=-1"),
+    ({"probe_ratio": 0.5}, "probe_ratio=0.5"),
+    ({"probe_ratio": -2.0}, "probe_ratio=-2"),
+    ({"probe_ratio": float("nan")}, "probe_ratio=NaN"),
+    ({"probe_ratio": float("inf")}, "probe_ratio=inf"),
     ({"threads": 0}, "threads=0"),
 ]
 
@@ -269,6 +273,29 @@ def test_bad_search_inputs_raise_invalid_input(small, kwargs, needle):
     assert needle in str(e.value), str(e.value)
     after = idx.search(queries[:3], k=10)
     np.testing.assert_array_equal(before[1], after[1])
+
+
+def test_probe_ratio_probes_fewer_lists_and_a_wide_one_changes_nothing(small):
+    base, queries = small
+    idx = built(base)
+    plain = idx.search(queries, k=10, nprobe=12)
+    assert idx.last_search_stats()["lists_probed"] == 12 * len(queries)
+    wide = idx.search(queries, k=10, nprobe=12, probe_ratio=1e6)
+    for a, b in zip(plain, wide):
+        np.testing.assert_array_equal(a, b)
+    idx.search(queries, k=10, nprobe=12, probe_ratio=1.0)  # the nearest list, raised to nprobe/4
+    assert idx.last_search_stats()["lists_probed"] == 3 * len(queries)
+    _, ids = idx.search(queries, k=10, nprobe=12, probe_ratio=1.3)
+    assert 3 * len(queries) < idx.last_search_stats()["lists_probed"] < 12 * len(queries)
+    # one query per call probes the lists of the same query in a batch
+    for i in range(0, len(queries), 9):
+        np.testing.assert_array_equal(idx.search(queries[i:i + 1], k=10, nprobe=12, probe_ratio=1.3)[1][0], ids[i])
+    with pytest.raises(TypeError):
+        idx.search(queries[:1], k=10, probe_ratio="wide")
+    ip = built(base, metric="ip")
+    with pytest.raises(vb.InvalidInput, match="'ip'"):
+        ip.search(queries[:1], k=10, probe_ratio=1.2)
+    ip.search(queries[:1], k=10, probe_ratio=0)  # 0 is off, on every metric
 
 
 def test_bad_build_inputs_leave_the_index_unchanged(small):

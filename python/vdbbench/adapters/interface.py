@@ -24,6 +24,7 @@ A third-party package registers adapters under the entry-point group ``vdbbench.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -60,7 +61,7 @@ class ParamSpace:
     start: int
     stop: int
     primary_values: tuple[int, ...] | None = None
-    secondary: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    secondary: dict[str, tuple[int | float, ...]] = field(default_factory=dict)
     fixed: dict[str, object] = field(default_factory=dict)
     off_at_zero: tuple[str, ...] = ()
 
@@ -84,6 +85,22 @@ def default_reorder_sweep(k: int) -> tuple[int, ...]:
     return (0, 10 * k, 20 * k)
 
 
+def default_probe_ratio_sweep() -> tuple[float, ...]:
+    """The probe ratios swept by default for our l2 and cosine IVF: 0 probes all nprobe lists;
+    1.35 only those whose centroid lies within 1.35 times the query's nearest centroid's
+    distance (at least a quarter of nprobe)."""
+    return (0.0, 1.35)
+
+
+def check_probe_ratio(values) -> tuple[float, ...]:
+    """``values`` as floats, each 0 (off) or a finite ratio >= 1, else ValueError."""
+    out = tuple(float(v) for v in values)
+    bad = [v for v in out if v != 0 and not (math.isfinite(v) and v >= 1)]
+    if bad:
+        raise ValueError(f"probe-ratio={bad[0]}: expected 0 (off) or a finite ratio >= 1")
+    return out
+
+
 @dataclass
 class RunOptions:
     """What the user asked of the index under test (ignored by adapters that lack the knob)."""
@@ -93,6 +110,7 @@ class RunOptions:
     nprobe: tuple[int, ...] | None = None  # explicit list; None = adaptive
     rerank: tuple[int, ...] | None = None  # explicit list; None = the adapter's default sweep
     reorder: tuple[int, ...] | None = None  # the same, for the one-query prefilter
+    probe_ratio: tuple[float, ...] | None = None  # the same, for our ivf's probe ratio
     storage: str = "u8+f16"
     ef_search: tuple[int, ...] | None = None
     seed: int = 0
@@ -107,6 +125,8 @@ class RunOptions:
             bad = [v for v in self.reorder if v != 0 and v < self.k]
             if bad:
                 raise ValueError(f"reorder={bad[0]} is below k={self.k}: expected 0 (off) or reorder >= k")
+        if self.probe_ratio is not None:
+            self.probe_ratio = check_probe_ratio(self.probe_ratio)
 
 
 class Adapter(ABC):

@@ -30,6 +30,16 @@ def _int_list(flag: str, text: str, allow_zero: bool = False) -> tuple[int, ...]
     return values
 
 
+def _float_list(flag: str, text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"{flag} expects comma-separated numbers (e.g. 0,1.35), got {text!r}") from None
+    if not values:
+        raise UsageError(f"{flag} expects comma-separated numbers (e.g. 0,1.35), got {text!r}")
+    return values
+
+
 def _names(text: str | None) -> list[str]:
     return [n.strip() for n in (text or "").split(",") if n.strip()]
 
@@ -54,6 +64,9 @@ def register(subparsers) -> None:
                      "(ScaNN: its leaves_to_search)")
     run.add_argument("--reorder", help="l2 u8+f16: rows per query the 4-bit prefilter keeps for the u8 distance, to "
                      "sweep (0 = no prefilter); default 0,10k,20k")
+    run.add_argument("--probe-ratio", help="l2 and cosine: probe ratios to sweep for our ivf (0 = every one of "
+                     "nprobe lists; r >= 1: only lists whose centroid lies within r times the nearest "
+                     "centroid's distance, at least nprobe/4); default 0,1.35")
     run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 0,4k,8k,16k; "
                      "faiss refine peers use k_factor = rerank/k")
     run.add_argument("--ef-search", help="search beam list for faiss-hnsw (efSearch), hnswlib (ef) and usearch "
@@ -149,10 +162,11 @@ def _options(args):
     rerank = _int_list("--rerank", args.rerank, allow_zero=True) if args.rerank else None
     reorder = _int_list("--reorder", args.reorder, allow_zero=True) if args.reorder else None
     ef = _int_list("--ef-search", args.ef_search) if args.ef_search else None
+    ratio = _float_list("--probe-ratio", args.probe_ratio) if args.probe_ratio else None
     try:
         return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, reorder=reorder,
-                          storage=args.storage, ef_search=ef)
-    except ValueError as exc:  # the rerank and reorder rule (0 or >= k), checked once for every index
+                          probe_ratio=ratio, storage=args.storage, ef_search=ef)
+    except ValueError as exc:  # the rerank, reorder and probe-ratio rules, checked once for every index
         raise UsageError(f"--{exc}") from None
 
 

@@ -8,6 +8,7 @@ from vdbbench.adapters.interface import (
     Adapter,
     BuildInfo,
     ParamSpace,
+    default_probe_ratio_sweep,
     default_reorder_sweep,
     default_rerank_sweep,
     ivf_primary,
@@ -36,8 +37,8 @@ class _OurKernels:
 
 
 class IvfAdapter(_OurKernels, Adapter):
-    """vdbbench.IvfIndex: nprobe swept adaptively, rerank (and for l2 the one-query prefilter's
-    reorder) swept for u8+f16 storage."""
+    """vdbbench.IvfIndex: nprobe swept adaptively, rerank (and for l2 the 4-bit prefilter's
+    reorder) swept for u8+f16 storage, and for l2 and cosine the probe ratio."""
 
     name = "ivf"
 
@@ -71,6 +72,8 @@ class IvfAdapter(_OurKernels, Adapter):
             kwargs["rerank"] = int(params["rerank"])
         if int(params.get("reorder", 0)) > 0:
             kwargs["reorder"] = int(params["reorder"])
+        if float(params.get("probe_ratio", 0)) > 0:
+            kwargs["probe_ratio"] = float(params["probe_ratio"])
         _, ids = self.index.search(queries, **kwargs)
         return ids
 
@@ -82,7 +85,9 @@ class IvfAdapter(_OurKernels, Adapter):
             secondary["rerank"] = self.options.rerank or default_rerank_sweep(k)
             if self.metric == "l2":  # the 4-bit prefilter of one-query calls (l2 only)
                 secondary["reorder"] = self.options.reorder or default_reorder_sweep(k)
-        off = ("reorder",) if "reorder" in secondary else ()
+        if self.metric in ("l2", "cosine"):  # a ratio of distances: "ip" has none
+            secondary["probe_ratio"] = self.options.probe_ratio or default_probe_ratio_sweep()
+        off = tuple(knob for knob in ("reorder", "probe_ratio") if knob in secondary)
         return ParamSpace("nprobe", start, stop, values, secondary, off_at_zero=off)
 
     def stage_stats(self):

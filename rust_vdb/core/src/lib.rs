@@ -25,6 +25,6 @@ pub mod validate;
 
 pub use error::{Result, VdbError};
 pub use flat::FlatIndex;
-pub use ivf::{IvfIndex, Storage};
+pub use ivf::{IvfIndex, Storage, Tuning};
 pub use metric::Metric;
 pub use search_stats::SearchStats;

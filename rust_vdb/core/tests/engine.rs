@@ -3,7 +3,7 @@
 use vdb_core::error::never_interrupt;
 use vdb_core::kmeans::{self, KMeansParams};
 use vdb_core::rng::Rng;
-use vdb_core::{FlatIndex, IvfIndex, Metric, Storage, VdbError};
+use vdb_core::{FlatIndex, IvfIndex, Metric, Storage, Tuning, VdbError};
 
 /// Clustered float data: `n` rows of `dim` around `centers` Gaussian-ish blobs.
 fn blobs(n: usize, dim: usize, centers: usize, seed: u64) -> Vec<f32> {
@@ -374,12 +374,12 @@ fn one_query_on_several_threads_equals_one_thread_for_every_storage_and_metric()
             for (rerank, &reorder) in [Some(0), Some(40), None].into_iter().flat_map(|r| reorders.iter().map(move |o| (r, o))) {
                 for q in queries.chunks_exact(dim) {
                     let one = ivf
-                        .search_with(q, 10, Some(12), rerank, reorder, Some(1), &never_interrupt)
+                        .search_with(q, 10, Some(12), rerank, Tuning::reorder(reorder), Some(1), &never_interrupt)
                         .unwrap();
                     assert_eq!(one.2.threads, 1);
                     for threads in [Some(2), Some(3), None] {
                         let many = ivf
-                            .search_with(q, 10, Some(12), rerank, reorder, threads, &never_interrupt)
+                            .search_with(q, 10, Some(12), rerank, Tuning::reorder(reorder), threads, &never_interrupt)
                             .unwrap();
                         assert_eq!(
                             (&one.0, &one.1),
@@ -467,6 +467,68 @@ fn batches_over_blocks_and_threads_equal_one_query_at_a_time() {
             }
         }
     }
+}
+
+#[test]
+fn probe_ratio_probes_fewer_lists_the_same_in_batch_and_alone_and_every_list_when_wide() {
+    // 600 lists route in two levels, 100 score every centroid; L2 and cosine distances.
+    let dim = 8;
+    let base = blobs(12_000, dim, 50, 21);
+    let queries = blobs(300, dim, 50, 22);
+    let nq = queries.len() / dim;
+    let tuning = |probe_ratio, reorder| Tuning {
+        reorder,
+        probe_ratio,
+    };
+    for metric in [Metric::L2, Metric::Cosine] {
+        for nlist in [600, 100] {
+            let mut ivf = IvfIndex::new(dim, Some(nlist), metric, Storage::U8F16, 2).unwrap();
+            ivf.train(&base, None, &never_interrupt).unwrap();
+            ivf.add(&base, None, None, &never_interrupt).unwrap();
+            let run = |qs: &[f32], ratio, reorder, threads| {
+                ivf.search_with(qs, 10, Some(16), Some(30), tuning(ratio, reorder), threads, &never_interrupt)
+                    .unwrap()
+            };
+            let at = format!("{metric:?} nlist {nlist}");
+            // A ratio no centroid lies beyond probes all nprobe lists: the same results.
+            let (d0, i0, s0) = run(&queries, None, None, Some(1));
+            let (dw, iw, sw) = run(&queries, Some(1e6), None, Some(1));
+            assert_eq!((&d0, &i0), (&dw, &iw), "{at}");
+            assert_eq!((s0.lists_probed, sw.lists_probed), (nq as u64 * 16, nq as u64 * 16), "{at}");
+            // Ratio 1 keeps the nearest list only, raised to the floor of a quarter of nprobe.
+            let (_, _, s1) = run(&queries, Some(1.0), None, Some(1));
+            assert_eq!(s1.lists_probed, nq as u64 * 4, "{at}");
+            for reorder in [None, Some(40)] {
+                let (d, i, st) = run(&queries, Some(1.3), reorder, Some(2));
+                let probed = st.lists_probed;
+                assert!(probed > nq as u64 * 4 && probed < nq as u64 * 16, "{at}: {probed}");
+                for (r, q) in queries.chunks_exact(dim).enumerate().step_by(7) {
+                    let (d1, i1, _) = run(q, Some(1.3), reorder, Some(1));
+                    let one = r * 10..(r + 1) * 10;
+                    assert_eq!((&i[one.clone()], &d[one]), (&i1[..], &d1[..]), "{at} {reorder:?} row {r}");
+                }
+            }
+        }
+    }
+    // Refused: ratios below 1 or not finite, and any ratio on "ip" (it has no distance).
+    let mut ivf = IvfIndex::new(dim, Some(20), Metric::L2, Storage::U8F16, 2).unwrap();
+    ivf.train(&base, None, &never_interrupt).unwrap();
+    ivf.add(&base, None, None, &never_interrupt).unwrap();
+    for bad in [0.5, -1.0, f32::NAN, f32::INFINITY] {
+        let e = ivf
+            .search_with(&queries[..dim], 10, Some(4), None, tuning(Some(bad), None), None, &never_interrupt)
+            .unwrap_err();
+        assert!(e.to_string().contains("probe_ratio"), "{bad}: {e}");
+    }
+    let off = ivf.search_with(&queries[..dim], 10, Some(4), None, tuning(Some(0.0), None), None, &never_interrupt);
+    assert_eq!(off.unwrap().2.lists_probed, 4);
+    let mut ip = IvfIndex::new(dim, Some(20), Metric::Ip, Storage::U8F16, 2).unwrap();
+    ip.train(&base, None, &never_interrupt).unwrap();
+    ip.add(&base, None, None, &never_interrupt).unwrap();
+    let e = ip
+        .search_with(&queries[..dim], 10, Some(4), None, tuning(Some(1.2), None), None, &never_interrupt)
+        .unwrap_err();
+    assert!(e.to_string().contains("'ip'"), "{e}");
 }
 
 #[test]
@@ -605,7 +667,7 @@ fn prefilter_keeping_every_row_equals_the_u8_scan_and_survives_save_and_a_versio
     let one = |ix: &IvfIndex, reorder: Option<usize>| -> (Vec<f32>, Vec<i64>) {
         let (mut d, mut i) = (Vec::new(), Vec::new());
         for qq in q.chunks_exact(dim) {
-            let r = ix.search_with(qq, 10, Some(3), Some(0), reorder, Some(1), &never_interrupt).unwrap();
+            let r = ix.search_with(qq, 10, Some(3), Some(0), Tuning::reorder(reorder), Some(1), &never_interrupt).unwrap();
             d.extend(r.0);
             i.extend(r.1);
         }
@@ -620,13 +682,13 @@ fn prefilter_keeping_every_row_equals_the_u8_scan_and_survives_save_and_a_versio
     assert!(found * 10 >= exact.1.len() * 8, "{found} of {}", exact.1.len());
     // several queries in one call, on one thread or several: the same results as one by one
     for threads in [Some(1), Some(3)] {
-        let batch = ivf.search_with(&q, 10, Some(3), Some(0), Some(40), threads, &never_interrupt).unwrap();
+        let batch = ivf.search_with(&q, 10, Some(3), Some(0), Tuning::reorder(Some(40)), threads, &never_interrupt).unwrap();
         assert_eq!((batch.0, batch.1), cut);
-        let all = ivf.search_with(&q, 10, Some(3), Some(0), Some(n), threads, &never_interrupt).unwrap();
+        let all = ivf.search_with(&q, 10, Some(3), Some(0), Tuning::reorder(Some(n)), threads, &never_interrupt).unwrap();
         assert_eq!((all.0, all.1), exact);
     }
     // below k is refused
-    let e = ivf.search_with(&q[..dim], 10, Some(3), Some(0), Some(9), None, &never_interrupt).unwrap_err();
+    let e = ivf.search_with(&q[..dim], 10, Some(3), Some(0), Tuning::reorder(Some(9)), None, &never_interrupt).unwrap_err();
     assert!(e.to_string().contains("reorder=9"), "{e}");
 
     let dir = std::env::temp_dir().join(format!("vdb-prefilter-{}", std::process::id()));

@@ -282,3 +282,23 @@ fn keep_smallest_keeps_the_same_set_as_a_full_selection() {
     got.sort_unstable();
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_probe_ratio_keeps_the_lists_within_it_and_never_fewer_than_the_floor() {
+    use vdb_core::route::{min_probe, within_ratio};
+    assert_eq!((min_probe(1), min_probe(4), min_probe(48), min_probe(49)), (1, 1, 12, 13));
+    // l2: scores are ||c||^2 - 2 <q, c>; with ||q||^2 = 4 the squared distances are 1, 2, 4, 9.
+    let q = [2.0f32, 0.0];
+    let order = [(-3.0, 7), (-2.0, 1), (0.0, 5), (5.0, 2)];
+    assert_eq!(within_ratio(&order, &q, false, 0.0, 1), 4, "off");
+    assert_eq!(within_ratio(&order, &q, false, 1.0, 1), 1);
+    assert_eq!(within_ratio(&order, &q, false, 1.5, 1), 2, "a ratio of distances, not squared ones");
+    assert_eq!(within_ratio(&order, &q, false, 2.0, 1), 3);
+    assert_eq!(within_ratio(&order, &q, false, 2.0, 4), 4, "the floor");
+    assert_eq!(within_ratio(&order, &q, false, 1e9, 1), 4);
+    assert_eq!(within_ratio(&order[..2], &q, false, 1.0, 3), 2, "a floor above nprobe");
+    // cosine: scores are -<q, c> of unit vectors, squared distances 2 + 2 * score: 0.5, 1, 2.
+    let order = [(-0.75, 0), (-0.5, 1), (0.0, 2)];
+    assert_eq!(within_ratio(&order, &[1.0, 0.0], true, 1.5, 1), 2);
+    assert_eq!(within_ratio(&order, &[1.0, 0.0], true, 2.0, 1), 3);
+}

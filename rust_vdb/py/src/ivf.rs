@@ -5,7 +5,7 @@ use std::sync::RwLock;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyType};
-use vdb_core::{Metric, Storage};
+use vdb_core::{Metric, Storage, Tuning};
 
 use crate::arrays;
 use crate::call::detached;
@@ -109,7 +109,7 @@ impl IvfIndex {
     }
 
     /// (D, I), float32 and int64 arrays of shape (nq, k), best first.
-    #[pyo3(signature = (queries, k = 10, nprobe = None, rerank = None, threads = None, reorder = None))]
+    #[pyo3(signature = (queries, k = 10, nprobe = None, rerank = None, threads = None, reorder = None, probe_ratio = None))]
     #[allow(clippy::too_many_arguments)]
     fn search<'py>(
         &self,
@@ -120,6 +120,7 @@ impl IvfIndex {
         rerank: Option<i64>,
         threads: Option<i64>,
         reorder: Option<i64>,
+        probe_ratio: Option<f64>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let dim = self.dim;
         let q = arrays::matrix(queries, dim, "queries")?;
@@ -127,12 +128,15 @@ impl IvfIndex {
         let nprobe = opt_count("nprobe", nprobe, 0)?;
         let rerank = opt_count("rerank", rerank, 0)?;
         let threads = opt_count("threads", threads, 1)?;
-        let reorder = opt_count("reorder", reorder, 0)?;
+        let tuning = Tuning {
+            reorder: opt_count("reorder", reorder, 0)?,
+            probe_ratio: probe_ratio.map(|r| r as f32),
+        };
         let qs = q.as_slice()?;
         let nq = qs.len() / dim;
         let (d, i, s) = detached(py, |interrupt| {
             self.read()
-                .search_with(qs, k, nprobe, rerank, reorder, threads, interrupt)
+                .search_with(qs, k, nprobe, rerank, tuning, threads, interrupt)
         })?;
         self.last_stats.set(s);
         arrays::results(py, nq, k, d, i)

@@ -93,6 +93,29 @@ pub struct SearchParams {
     /// best `reorder` rows get their u8 distance (`prefilter.rs`; 0: the u8 scan reads every
     /// row's head). Kept at 0 where the index has no prefilter.
     pub reorder: usize,
+    /// Each query probes only those of its nprobe lists whose centroid lies within this many
+    /// times its nearest centroid's distance, and at least `route::min_probe(nprobe)`
+    /// (`route::within_ratio`); 0: all nprobe.
+    pub probe_ratio: f32,
+}
+
+/// Search settings beyond k, nprobe and rerank, each off when None.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tuning {
+    /// `SearchParams::reorder`.
+    pub reorder: Option<usize>,
+    /// `SearchParams::probe_ratio`.
+    pub probe_ratio: Option<f32>,
+}
+
+impl Tuning {
+    /// Only a prefilter `reorder`.
+    pub fn reorder(reorder: Option<usize>) -> Tuning {
+        Tuning {
+            reorder,
+            ..Tuning::default()
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -293,16 +316,16 @@ impl IvfIndex {
         nprobe: Option<usize>,
         rerank: Option<usize>,
     ) -> Result<SearchParams> {
-        self.params_with(k, nprobe, rerank, None)
+        self.params_with(k, nprobe, rerank, Tuning::default())
     }
 
-    /// `params` with the prefilter's `reorder` (None: off).
+    /// `params` with the `tuning` settings.
     pub fn params_with(
         &self,
         k: usize,
         nprobe: Option<usize>,
         rerank: Option<usize>,
-        reorder: Option<usize>,
+        tuning: Tuning,
     ) -> Result<SearchParams> {
         if !self.is_trained() {
             return Err(VdbError::NotReady(
@@ -326,7 +349,19 @@ impl IvfIndex {
                 r
             }
         };
-        let reorder = match reorder {
+        let probe_ratio = match tuning.probe_ratio {
+            None | Some(0.0) => 0.0,
+            Some(r) if !(r.is_finite() && r >= 1.0) => {
+                return crate::invalid!("probe_ratio={r}: expected 0 (off) or a finite ratio >= 1")
+            }
+            Some(_) if self.metric == Metric::Ip => {
+                return crate::invalid!(
+                    "probe_ratio compares distances to centroids, which metric 'ip' does not have: use 'l2' or 'cosine', or leave probe_ratio off"
+                )
+            }
+            Some(r) => r,
+        };
+        let reorder = match tuning.reorder {
             None | Some(0) => 0,
             Some(r) if r < k => {
                 return crate::invalid!("reorder={r} is below k={k}: expected 0 (off) or reorder >= k")
@@ -339,6 +374,7 @@ impl IvfIndex {
             rerank,
             rerank_auto,
             reorder: if self.pq.is_some() { reorder } else { 0 },
+            probe_ratio,
         })
     }
 }

@@ -11,7 +11,7 @@ use super::prescore::Prescore;
 use super::probe::Probe;
 use super::rerank::RerankBufs;
 use super::single::ScanBufs;
-use super::{IvfIndex, SearchParams};
+use super::{IvfIndex, SearchParams, Tuning};
 use crate::error::{each_interrupt_chunk, Interrupt, Result, INTERRUPT_EVERY};
 use crate::kernels::{kernels, Kernels, TILE_QUERIES};
 use crate::metric::{normalize_rows, Metric};
@@ -69,10 +69,10 @@ impl IvfIndex {
         threads: Option<usize>,
         interrupt: Interrupt,
     ) -> Result<(Vec<f32>, Vec<i64>, SearchStats)> {
-        self.search_with(queries, k, nprobe, rerank, None, threads, interrupt)
+        self.search_with(queries, k, nprobe, rerank, Tuning::default(), threads, interrupt)
     }
 
-    /// `search` with the single-query prefilter's `reorder` (`SearchParams::reorder`).
+    /// `search` with the `tuning` settings (`SearchParams::reorder`, `probe_ratio`).
     #[allow(clippy::too_many_arguments)]
     pub fn search_with(
         &self,
@@ -80,13 +80,13 @@ impl IvfIndex {
         k: usize,
         nprobe: Option<usize>,
         rerank: Option<usize>,
-        reorder: Option<usize>,
+        tuning: Tuning,
         threads: Option<usize>,
         interrupt: Interrupt,
     ) -> Result<(Vec<f32>, Vec<i64>, SearchStats)> {
         let dim = self.dim;
         let nq = validate::rows(queries, dim, "queries")?;
-        let p = self.params_with(k, nprobe, rerank, reorder)?;
+        let p = self.params_with(k, nprobe, rerank, tuning)?;
         validate::finite(queries, dim, "queries")?;
         pool::check_threads(threads)?;
         let t0 = Instant::now();
@@ -179,10 +179,10 @@ impl IvfIndex {
             let m = qs.len() / self.dim;
             let t0 = Instant::now();
 
-            self.route_block(kern, qs, p.nprobe, s, &mut stats);
+            self.route_block(kern, qs, p, s, &mut stats);
             let t1 = Instant::now();
             stats.routing_s += (t1 - t0).as_secs_f64();
-            stats.lists_probed += (m * p.nprobe) as u64;
+            stats.lists_probed += s.probes.len() as u64;
             stats.nq += m as u64;
 
             self.prepare_prescore(p, &s.qblock, m, &mut s.pre);
@@ -229,16 +229,19 @@ impl IvfIndex {
     /// `s.probes` with every probe, sorted so that each list's queries follow one another (a
     /// block of one query: nearest list first). Two-level routing goes query by query; flat
     /// routing scores every centroid with a matrix product per sub-block of `ROUTE_BLOCK`
-    /// queries.
+    /// queries. With a `probe_ratio`, each query keeps only the first of its nprobe lists
+    /// that `route::within_ratio` allows.
     fn route_block(
         &self,
         kern: &Kernels,
         qs: &[f32],
-        nprobe: usize,
+        p: &SearchParams,
         s: &mut Scratch,
         stats: &mut SearchStats,
     ) {
-        let (dim, nlist) = (self.dim, self.lists.len());
+        let (dim, nlist, nprobe) = (self.dim, self.lists.len(), p.nprobe);
+        let ratio = p.probe_ratio;
+        let min_probe = route::min_probe(nprobe);
         let sim = self.metric.is_similarity();
         let m = qs.len() / dim;
         s.qblock.clear();
@@ -270,7 +273,9 @@ impl IvfIndex {
                             seen.centroids_scored += done.scored as u64;
                             seen.bytes_scanned += done.bytes as u64;
                             let qi = ti * TILE_QUERIES + j;
-                            probes.extend(lists.iter().map(|&(_, li)| Probe::new(li as usize, qi)));
+                            let q = &tile[j * dim..(j + 1) * dim];
+                            let n = route::within_ratio(lists, q, sim, ratio, min_probe);
+                            probes.extend(lists[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
                         },
                     );
                 }
@@ -279,8 +284,9 @@ impl IvfIndex {
                     let done = r.route(kern, q, nprobe, want, sim, &mut s.route, &mut s.order);
                     stats.centroids_scored += done.scored as u64;
                     stats.bytes_scanned += done.bytes as u64;
+                    let n = route::within_ratio(&s.order, q, sim, ratio, min_probe);
                     s.probes
-                        .extend(s.order.iter().map(|&(_, li)| Probe::new(li as usize, qi)));
+                        .extend(s.order[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
                 }
             }
             stats.timers.route_score_s += t0.elapsed().as_secs_f64();
@@ -304,9 +310,11 @@ impl IvfIndex {
                 for qi in 0..mb {
                     let dots = &s.dots[qi * nlist..(qi + 1) * nlist];
                     route::select_lists(dots, &self.cnorms, sim, nprobe, &mut s.order);
+                    let qv = &sub[qi * dim..(qi + 1) * dim];
+                    let n = route::within_ratio(&s.order, qv, sim, ratio, min_probe);
                     let q = bi * ROUTE_BLOCK + qi;
                     s.probes
-                        .extend(s.order.iter().map(|&(_, li)| Probe::new(li as usize, q)));
+                        .extend(s.order[..n].iter().map(|&(_, li)| Probe::new(li as usize, q)));
                 }
                 t = Instant::now();
                 stats.timers.route_select_s += (t - scored).as_secs_f64();
