@@ -30,6 +30,15 @@ from vdbbench.common.recall import knn_recall
 from vdbbench.adapters.registry import adapter_class
 
 
+def dataset_ref(ds_info: dict) -> str:
+    """What to load the run's data set by: the file it read (a data set given by path, such as
+    real descriptors built locally, is recorded under its stem), else its registered name."""
+    source = ds_info.get("source")
+    if source and Path(source).is_file():
+        return source
+    return ds_info["name"]
+
+
 def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | None = None) -> bool:
     res = json.loads(path.read_text())
     ds_info, index, run = res["dataset"], res["index"], res["run"]
@@ -37,7 +46,7 @@ def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | N
     if seen >= ds_info.get("nq_total", seen):
         print(f"{path}: the run used every query of {ds_info['name']}; nothing is held out")
         return True
-    ds = resolve(ds_info["name"])
+    ds = resolve(dataset_ref(ds_info))
     rows = slice(seen, seen + nmax if nmax else None)
     queries = np.ascontiguousarray(ds.test[rows], dtype=np.float32)
     gt_d = ds.distances[rows]

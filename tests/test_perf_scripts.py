@@ -86,6 +86,24 @@ def test_readme_table_prints_the_paired_ratios_of_the_run(env, peer_run):
     assert len([line for line in out.splitlines() if line.startswith(f"| {DATASET} |")]) == 4
 
 
+def test_heldout_check_reads_a_data_set_given_by_path(env, tmp_path):
+    # a run on a file (real descriptors are built locally and read by path) names its data set
+    # after the file's stem, which no registry knows: the check reloads the file it read
+    from vdbbench.datasets.loader import load_dataset
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        from heldout_check import dataset_ref
+    finally:
+        sys.path.remove(str(BENCH))
+    f = tmp_path / "photo-like.hdf5"
+    subprocess.run([sys.executable, "-m", "vdbbench.cli", "datasets", "generate", "synth-sift-2k", "--out", str(f)],
+                   cwd=REPO, env=env, check=True, capture_output=True, timeout=300)
+    info = {"name": "photo-like", "source": str(f)}
+    assert dataset_ref(info) == str(f) and load_dataset(dataset_ref(info)).train.shape[1] == 128
+    assert dataset_ref({"name": "synth-sift-2k", "source": "generated"}) == "synth-sift-2k"
+
+
 def test_heldout_check_rechecks_each_headline_on_unseen_queries(env, peer_run):
     proc = run(env, "heldout_check.py", str(peer_run / "ivf.json"), str(peer_run / "faiss-ivf-flat.json"),
                "--queries", "200", "--reselect", ok=(0, 1))

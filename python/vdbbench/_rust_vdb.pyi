@@ -120,6 +120,7 @@ class IvfIndex:
         rerank: int | None = None,
         threads: int | None = None,
         reorder: int | None = None,
+        probe_ratio: float | None = None,
     ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.int64]]:
         """(D, I) float32 / int64 arrays of shape (nq, k), best first.
 
@@ -144,8 +145,14 @@ class IvfIndex:
         Results do not depend on how queries are batched. One query per call then runs on the
         calling thread, about twice as fast at equal recall; a batch reads each list's codes
         once for several of its queries (measured 1.15-1.35x the u8 scan on AVX2).
+        probe_ratio: "l2" and "cosine": each query probes only those of its nprobe lists whose
+        centroid lies within ``probe_ratio`` times the distance of its nearest centroid, and
+        at least ceil(nprobe / 4) of them (None or 0: all nprobe; below 1, not finite, or on
+        "ip" is refused). A query near one centroid stops early, one between several goes on
+        to nprobe, so nprobe becomes a cap: on real SIFT descriptors nprobe 60 with ratio 1.33
+        scans ~25% fewer codes than nprobe 48 at the same recall@10.
         Raises InvalidInput (wrong shape/dtype, NaN/inf, k <= 0 or k > ntotal, nprobe,
-        rerank or reorder out of range, threads < 1) or NotReady (before train).
+        rerank, reorder or probe_ratio out of range, threads < 1) or NotReady (before train).
         """
     def last_search_stats(self) -> dict[str, float | int | dict[str, dict[str, float]]] | None:
         """Per-stage figures of the last search, or None before any: ``nq``, ``threads``,
