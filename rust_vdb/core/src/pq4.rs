@@ -23,7 +23,7 @@ const KSUB: usize = 16;
 const TRAIN_ROWS: usize = 16 * 1024;
 const TRAIN_ITERS: usize = 16;
 /// The largest table entry: two entries add in one byte (`Kernels::fs_below`).
-const ENTRY_MAX: f32 = 127.0;
+pub const ENTRY_MAX: f32 = 127.0;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pq4 {
@@ -86,49 +86,57 @@ impl Pq4 {
     }
 
     /// The query's lookup tables for `Kernels::fs_below` into `lut` (32 bytes per pair: its
-    /// 16 entries twice, one copy per 128-bit lane): entry j of pair s is the squared
-    /// distance of the query's pair s (`q`, in the code domain) to centroid j, less the
-    /// pair's smallest, times one scale for all pairs that puts the largest at `ENTRY_MAX`.
-    /// A row's table sum then orders rows as their prefilter distances do (up to rounding).
+    /// 16 entries twice, one copy per 128-bit lane), built by the kernel table's `pq4_lut`
+    /// (`build_lut` compiled for its SIMD level). `q` is the query in the code domain;
     /// `dists` is scratch, kept by the caller across queries.
-    pub fn lut(&self, q: &[f32], dists: &mut Vec<f32>, lut: &mut [u8]) {
-        let pairs = self.pairs();
-        assert_eq!(lut.len(), pairs * 2 * KSUB, "a table of {} bytes for {pairs} pairs", lut.len());
-        // First every pair's distances less its smallest, and the span of all pairs; then the
-        // entries. Fixed-size arrays and branch-free min/max, so the loops run as SIMD.
-        dists.clear();
-        dists.resize(pairs * KSUB, 0.0);
-        let mut span = 0f32;
-        for (s, d) in dists.chunks_exact_mut(KSUB).enumerate() {
-            let c: &[f32; 2 * KSUB] = self.centroids[s * 2 * KSUB..(s + 1) * 2 * KSUB]
-                .try_into()
-                .expect("2 * KSUB values a pair");
-            let ab = [q[2 * s], q[2 * s + 1]];
-            let mut sq = [0f32; 2 * KSUB];
-            for (i, v) in sq.iter_mut().enumerate() {
-                let x = ab[i & 1] - c[i];
-                *v = x * x;
-            }
-            let mut dd = [0f32; KSUB];
-            for (j, v) in dd.iter_mut().enumerate() {
-                *v = sq[2 * j] + sq[2 * j + 1];
-            }
-            let (lo, hi) = (pick16(&dd, |a, b| a < b), pick16(&dd, |a, b| a > b));
-            for (o, &v) in d.iter_mut().zip(&dd) {
-                *o = v - lo;
-            }
-            span = span.max(hi - lo);
+    pub fn lut(&self, kern: &crate::kernels::Kernels, q: &[f32], dists: &mut Vec<f32>, lut: &mut [u8]) {
+        (kern.pq4_lut)(&self.centroids, q, dists, lut)
+    }
+}
+
+/// `Pq4::lut` for the pair centroids `centroids` (pairs x 16 centroids x 2 values): entry j
+/// of pair s is the squared distance of the query's pair s to centroid j, less the pair's
+/// smallest, times one scale for all pairs that puts the largest at `ENTRY_MAX`. A row's table
+/// sum then orders rows as their prefilter distances do (up to rounding). The scalar table's
+/// `pq4_lut`; the SIMD tables' twins take the same f32 steps in the same order.
+pub fn build_lut(centroids: &[f32], q: &[f32], dists: &mut Vec<f32>, lut: &mut [u8]) {
+    let pairs = centroids.len() / (2 * KSUB);
+    assert_eq!(lut.len(), pairs * 2 * KSUB, "a table of {} bytes for {pairs} pairs", lut.len());
+    assert!(q.len() >= 2 * pairs, "a query of {} values for {pairs} pairs", q.len());
+    // First every pair's distances less its smallest, and the span of all pairs; then the
+    // entries. Fixed-size arrays and branch-free min/max, so the loops run as SIMD.
+    dists.clear();
+    dists.resize(pairs * KSUB, 0.0);
+    let mut span = 0f32;
+    for (s, d) in dists.chunks_exact_mut(KSUB).enumerate() {
+        let c: &[f32; 2 * KSUB] = centroids[s * 2 * KSUB..(s + 1) * 2 * KSUB]
+            .try_into()
+            .expect("2 * KSUB values a pair");
+        let ab = [q[2 * s], q[2 * s + 1]];
+        let mut sq = [0f32; 2 * KSUB];
+        for (i, v) in sq.iter_mut().enumerate() {
+            let x = ab[i & 1] - c[i];
+            *v = x * x;
         }
-        let scale = if span > 0.0 { ENTRY_MAX / span } else { 0.0 };
-        for (d, out) in dists.chunks_exact(KSUB).zip(lut.chunks_exact_mut(2 * KSUB)) {
-            let (a, b) = out.split_at_mut(KSUB);
-            for ((&v, x), y) in d.iter().zip(a).zip(b) {
-                // non-negative and at most ENTRY_MAX: rounding is adding a half and truncating
-                let e = (v * scale + 0.5).min(ENTRY_MAX) as i32 as u8;
-                *x = e;
-                *y = e;
-            }
+        let mut dd = [0f32; KSUB];
+        for (j, v) in dd.iter_mut().enumerate() {
+            *v = sq[2 * j] + sq[2 * j + 1];
         }
+        let (lo, hi) = (pick16(&dd, |a, b| a < b), pick16(&dd, |a, b| a > b));
+        for (o, &v) in d.iter_mut().zip(&dd) {
+            *o = v - lo;
+        }
+        span = span.max(hi - lo);
+    }
+    let scale = if span > 0.0 { ENTRY_MAX / span } else { 0.0 };
+    for (d, out) in dists.chunks_exact(KSUB).zip(lut.chunks_exact_mut(2 * KSUB)) {
+        let mut e = [0u8; KSUB];
+        for (x, &v) in e.iter_mut().zip(d) {
+            // non-negative and at most ENTRY_MAX: rounding is adding a half and truncating
+            *x = (v * scale + 0.5).min(ENTRY_MAX) as i32 as u8;
+        }
+        out[..KSUB].copy_from_slice(&e);
+        out[KSUB..].copy_from_slice(&e);
     }
 }
 
@@ -254,7 +262,7 @@ mod tests {
         let pq = Pq4::train(&data, dim, 7);
         let q: Vec<f32> = data[..dim].iter().map(|&v| v as f32 + 0.3).collect();
         let mut lut = vec![0u8; dim / 2 * 32];
-        pq.lut(&q, &mut Vec::new(), &mut lut);
+        pq.lut(crate::kernels::kernels(), &q, &mut Vec::new(), &mut lut);
         let mut code = vec![0u8; dim / 2];
         let mut pairs_err = 0usize;
         let mut scored: Vec<(u32, f32)> = Vec::new();

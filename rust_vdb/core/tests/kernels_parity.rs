@@ -1060,3 +1060,27 @@ fn fs_below_refuses_blocks_that_do_not_fit_the_rows() {
         }
     }
 }
+
+#[test]
+fn pq4_tables_are_the_same_bytes_on_every_level() {
+    let mut rng = Rng(91);
+    for pairs in [4usize, 64, 130] {
+        // centroids and queries in the u8 code domain, as the prefilter has them
+        let centroids: Vec<f32> = (0..pairs * 32).map(|_| rng.u8() as f32 * 0.97).collect();
+        for trial in 0..20 {
+            let q: Vec<f32> = if trial == 0 {
+                centroids.iter().step_by(16).copied().collect() // values of the centroids themselves
+            } else {
+                (0..2 * pairs).map(|_| rng.u8() as f32 + rng.f32()).collect()
+            };
+            let mut want = vec![0u8; pairs * 32];
+            (SCALAR.pq4_lut)(&centroids, &q, &mut Vec::new(), &mut want);
+            assert!(want.iter().all(|&e| e <= 127) && want.contains(&127), "pairs {pairs}");
+            for k in simd_tables() {
+                let mut got = vec![0u8; pairs * 32];
+                (k.pq4_lut)(&centroids, &q, &mut vec![1.0; 3], &mut got);
+                assert_eq!(got, want, "{} pairs {pairs} trial {trial}", k.name);
+            }
+        }
+    }
+}

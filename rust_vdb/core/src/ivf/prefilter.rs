@@ -40,7 +40,7 @@ pub(super) struct FsBufs {
 impl IvfIndex {
     /// Readies the prefilter for the block's `m` queries `qblock`: each one's tables and an
     /// empty candidate set of `reorder` (at least its heap's size) rows.
-    fn fs_begin(&self, qblock: &[f32], m: usize, s: &Prescore, f: &mut FsBufs) -> usize {
+    fn fs_begin(&self, kern: &Kernels, qblock: &[f32], m: usize, s: &Prescore, f: &mut FsBufs) -> usize {
         let (Some(pq), Some(sq)) = (self.pq.as_ref(), self.sq.as_ref()) else {
             unreachable!("SearchParams::reorder is 0 without a prefilter");
         };
@@ -56,7 +56,7 @@ impl IvfIndex {
             let q = &qblock[qi * dim..(qi + 1) * dim];
             f.qf.clear();
             f.qf.extend((0..dim).map(|d| (q[d] - sq.vmin[d]) / sq.step[d]));
-            pq.lut(&f.qf, &mut f.dists, &mut f.luts[qi * lut_len..(qi + 1) * lut_len]);
+            pq.lut(kern, &f.qf, &mut f.dists, &mut f.luts[qi * lut_len..(qi + 1) * lut_len]);
             f.cands[qi].reset(s.reorder.max(s.heaps[qi].k()), row_bits);
         }
         lut_len
@@ -104,7 +104,7 @@ impl IvfIndex {
         s: &mut Prescore,
         f: &mut FsBufs,
     ) {
-        let lut_len = self.fs_begin(qblock, 1, s, f);
+        let lut_len = self.fs_begin(kern, qblock, 1, s, f);
         for (i, probe) in probes.iter().enumerate() {
             if let Some(next) = probes.get(i + 1) {
                 let fs = &self.lists[next.list()].fs;
@@ -163,7 +163,7 @@ impl IvfIndex {
         s: &mut Prescore,
         f: &mut FsBufs,
     ) {
-        let lut_len = self.fs_begin(qblock, m, s, f);
+        let lut_len = self.fs_begin(kern, qblock, m, s, f);
         self.fs_seed_bounds(kern, seeds, m, lut_len, f);
         // each list once, for up to FS_MANY of the queries that probe it at a time
         let mut i = 0;

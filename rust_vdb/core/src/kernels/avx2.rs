@@ -46,6 +46,7 @@ pub static AVX2: Kernels = Kernels {
     argmin_score,
     fs_below,
     fs_below_many,
+    pq4_lut,
 };
 
 /// This table's `l2_u8_batch_pre` for each query of the tile in turn.
@@ -986,6 +987,83 @@ pub fn fs_below(
     // only after is_x86_feature_detected! confirmed avx2, fma and f16c.
     unsafe { fs_below_many_impl::<1>(packed, n, &[lut], &[thr], pos, dist, &mut c) };
     c[0]
+}
+
+/// `Kernels::pq4_lut` on AVX2 (the same bytes as the scalar table's `pq4::build_lut`).
+pub fn pq4_lut(centroids: &[f32], q: &[f32], dists: &mut Vec<f32>, lut: &mut [u8]) {
+    // SAFETY: the tables holding this function (Avx2, and Avx512 whose detection requires
+    // avx2+fma+f16c too) are only handed out after is_x86_feature_detected! confirmed them.
+    unsafe { pq4_lut_impl(centroids, q, dists, lut) }
+}
+
+/// `pq4::build_lut` in AVX2 intrinsics, step for step: per pair, the squared differences of
+/// its 16 centroids (four vectors of x, y interleaved), their x + y sums put back in centroid
+/// order, the smallest and largest; then every entry scaled, rounded and packed to bytes.
+/// The same f32 operations in the same order (no fused multiply-add), so the same bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pq4_lut_impl(centroids: &[f32], q: &[f32], dists: &mut Vec<f32>, lut: &mut [u8]) {
+    const ENTRY_MAX: f32 = crate::pq4::ENTRY_MAX;
+    let pairs = centroids.len() / 32;
+    assert_eq!(lut.len(), pairs * 32, "a table of {} bytes for {pairs} pairs", lut.len());
+    assert!(q.len() >= 2 * pairs, "a query of {} values for {pairs} pairs", q.len());
+    dists.clear();
+    dists.resize(pairs * 16, 0.0);
+    let (cp, dp, qp) = (centroids.as_ptr(), dists.as_mut_ptr(), q.as_ptr());
+    // 0b11_01_10_00: 64-bit lanes 0, 2, 1, 3, undoing hadd's per-128-bit-lane order
+    const ORDER: i32 = 0b11_01_10_00;
+    let mut span = 0f32;
+    for s in 0..pairs {
+        // (a, b) of pair s four times
+        let ab = _mm256_castpd_ps(_mm256_set1_pd((qp.add(2 * s) as *const f64).read_unaligned()));
+        let c = cp.add(s * 32);
+        let sq = |i: usize| {
+            let x = _mm256_sub_ps(ab, _mm256_loadu_ps(c.add(8 * i)));
+            _mm256_mul_ps(x, x)
+        };
+        let (s0, s1, s2, s3) = (sq(0), sq(1), sq(2), sq(3));
+        let d_lo = _mm256_castpd_ps(_mm256_permute4x64_pd::<ORDER>(_mm256_castps_pd(_mm256_hadd_ps(s0, s1))));
+        let d_hi = _mm256_castpd_ps(_mm256_permute4x64_pd::<ORDER>(_mm256_castps_pd(_mm256_hadd_ps(s2, s3))));
+        let lo = hmin_ps(_mm256_min_ps(d_lo, d_hi));
+        let hi = hmax_ps(_mm256_max_ps(d_lo, d_hi));
+        let lov = _mm256_set1_ps(lo);
+        _mm256_storeu_ps(dp.add(16 * s), _mm256_sub_ps(d_lo, lov));
+        _mm256_storeu_ps(dp.add(16 * s + 8), _mm256_sub_ps(d_hi, lov));
+        span = span.max(hi - lo);
+    }
+    let scale = _mm256_set1_ps(if span > 0.0 { ENTRY_MAX / span } else { 0.0 });
+    let (half, top, zero) = (_mm256_set1_ps(0.5), _mm256_set1_ps(ENTRY_MAX), _mm256_setzero_ps());
+    let lp = lut.as_mut_ptr();
+    for s in 0..pairs {
+        let entry = |v: __m256| {
+            let r = _mm256_min_ps(_mm256_add_ps(_mm256_mul_ps(v, scale), half), top);
+            _mm256_cvttps_epi32(_mm256_max_ps(r, zero))
+        };
+        let e0 = entry(_mm256_loadu_ps(dp.add(16 * s)));
+        let e1 = entry(_mm256_loadu_ps(dp.add(16 * s + 8)));
+        // 16 i32 (0..=127) to 16 bytes in order
+        let w = _mm256_permute4x64_epi64::<ORDER>(_mm256_packs_epi32(e0, e1));
+        let b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256::<1>(w));
+        _mm_storeu_si128(lp.add(32 * s) as *mut __m128i, b);
+        _mm_storeu_si128(lp.add(32 * s + 16) as *mut __m128i, b);
+    }
+}
+
+/// The smallest of 8 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hmin_ps(v: __m256) -> f32 {
+    let m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+    _mm_cvtss_f32(_mm_min_ss(m, _mm_shuffle_ps::<1>(m, m)))
+}
+
+/// The largest of 8 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hmax_ps(v: __m256) -> f32 {
+    let m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<1>(m, m)))
 }
 
 /// `Kernels::fs_below_many` on AVX2: `fs_below`'s loop with G queries' sums side by side,

@@ -65,6 +65,9 @@ pub const TILE_QUERIES: usize = 16;
 /// `fs_below(packed, n, lut, thr, pos, dist) -> count`.
 pub type FsBelow = fn(&[u8], usize, &[u8], u32, &mut [u32], &mut [u32]) -> usize;
 
+/// `pq4_lut(centroids, q, dists, lut)`.
+pub type Pq4Lut = fn(&[f32], &[f32], &mut Vec<f32>, &mut [u8]);
+
 /// `fs_below_many(packed, n, luts, thrs, pos, dist, counts)`.
 pub type FsBelowMany = fn(&[u8], usize, &[&[u8]], &[u32], &mut [u32], &mut [u32], &mut [usize]);
 
@@ -163,6 +166,9 @@ pub struct Kernels {
     /// positions and sums go to `pos` and `dist` from `g * n` on, its count to `counts[g]`.
     /// The same results as `fs_below` query by query.
     pub fs_below_many: FsBelowMany,
+    /// A query's 4-bit prefilter tables (`crate::pq4::build_lut`, compiled at this table's
+    /// vector width): the same bytes on every level.
+    pub pq4_lut: Pq4Lut,
 }
 
 pub static SCALAR: Kernels = Kernels {
@@ -193,6 +199,7 @@ pub static SCALAR: Kernels = Kernels {
     argmin_score: scalar::argmin_score,
     fs_below: scalar::fs_below,
     fs_below_many: scalar::fs_below_many,
+    pq4_lut: crate::pq4::build_lut,
 };
 
 /// sum(q^2) of a u8 code vector, modulo 2^32: the query's term of the rewritten l2

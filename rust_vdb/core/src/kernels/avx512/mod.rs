@@ -48,6 +48,7 @@ pub static AVX512: Kernels = Kernels {
     // the AVX2 kernel: 256-bit shuffles are what its lookups need
     fs_below: super::avx2::fs_below,
     fs_below_many: super::avx2::fs_below_many,
+    pq4_lut: super::avx2::pq4_lut,
 };
 
 /// `AVX512_VNNI` with the query tiles scored by AMX (`l2_u8_tile_below_amx`), for CPUs with
