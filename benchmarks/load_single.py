@@ -10,10 +10,11 @@ is under --min-ratio (default 0.9): sharing a query must never cost much on a bu
 
 Usage:
   python benchmarks/load_single.py --dataset ~/.cache/vdbbench/real/photo-sift-a.hdf5 \
-      [--index FILE.vdb] [--nprobe N] [--reorder R] [--queries 300] [--rounds 7] [--block 10] \
+      [--index FILE.vdb] [--nprobe N] [--reorder R] [--probe-ratio X] [--queries 300] [--rounds 7] [--block 10] \
       [--neighbours none,busy1,busy2,busy4,mt] [--json out.json]
 
---reorder R searches through the 4-bit prefilter (such a query stays on the calling thread).
+--reorder R searches through the 4-bit prefilter (such a query stays on the calling thread);
+--probe-ratio X probes only the lists within X times the nearest centroid's distance.
 
 Without --index the index is built with the engine's defaults (and saved to --index if given).
 """
@@ -81,31 +82,31 @@ def stop(procs: list[subprocess.Popen]) -> None:
 TRIM = 0.02  # the share of each setting's slowest calls `ratio_trimmed` leaves out
 
 
-def one_block(idx, q: np.ndarray, nprobe, threads, reorder=None) -> list[float]:
+def one_block(idx, q: np.ndarray, nprobe, threads, reorder=None, probe_ratio=None) -> list[float]:
     """Seconds of each call, one query per call."""
     out = []
     for i in range(len(q)):
         t = time.perf_counter()
-        idx.search(q[i:i + 1], k=10, nprobe=nprobe, threads=threads, reorder=reorder)
+        idx.search(q[i:i + 1], k=10, nprobe=nprobe, threads=threads, reorder=reorder, probe_ratio=probe_ratio)
         out.append(time.perf_counter() - t)
     return out
 
 
-def measure(idx, q: np.ndarray, nprobe, rounds: int, block: int, reorder=None) -> dict:
+def measure(idx, q: np.ndarray, nprobe, rounds: int, block: int, reorder=None, probe_ratio=None) -> dict:
     """Rounds over the same queries, the two settings taking turns every `block` queries (a few
     milliseconds): beside busy processes the scheduler's time slices (4 ms and more) decide how
     fast a stretch of queries runs, so turns that long or shorter give both settings the same
     luck; a round's ratio is its total QPS at one setting over the other's."""
     lat = {"default": [], "1": []}
     ratios = []
-    one_block(idx, q[:50], nprobe, None, reorder)
-    one_block(idx, q[:50], nprobe, 1, reorder)
+    one_block(idx, q[:50], nprobe, None, reorder, probe_ratio)
+    one_block(idx, q[:50], nprobe, 1, reorder, probe_ratio)
     for r in range(rounds):
         spent = {"default": 0.0, "1": 0.0}
         for b, lo in enumerate(range(0, len(q), block)):
             order = ("default", "1") if (r + b) % 2 == 0 else ("1", "default")
             for name in order:
-                t = one_block(idx, q[lo:lo + block], nprobe, None if name == "default" else 1, reorder)
+                t = one_block(idx, q[lo:lo + block], nprobe, None if name == "default" else 1, reorder, probe_ratio)
                 lat[name] += t
                 spent[name] += sum(t)
         ratios.append(spent["1"] / spent["default"])
@@ -131,6 +132,7 @@ def main() -> int:
     ap.add_argument("--index", help="index file to load (built and saved there when missing)")
     ap.add_argument("--nprobe", type=int, help="lists probed (default: the engine's default)")
     ap.add_argument("--reorder", type=int, help="search through the 4-bit prefilter with this reorder")
+    ap.add_argument("--probe-ratio", type=float, help="probe only the lists within this ratio of the nearest centroid's distance")
     ap.add_argument("--queries", type=int, default=300, help="queries per block (default 300)")
     ap.add_argument("--rounds", type=int, default=7, help="rounds per neighbour (default 7)")
     ap.add_argument("--block", type=int, default=10, help="queries per turn of a setting within a round (default 10)")
@@ -157,13 +159,14 @@ def main() -> int:
         idx.add(base)
         if a.index:
             idx.save(a.index)
-    print(f"{ds.name}: {len(q)} queries a block, {a.rounds} rounds, nprobe {a.nprobe or 'default'}, reorder {a.reorder}, "
-          f"{os.cpu_count()} cores, SIMD {vb.simd_level()}", flush=True)
+    print(f"{ds.name}: {len(q)} queries a block, {a.rounds} rounds, nprobe {a.nprobe or 'default'}, "
+          f"reorder {a.reorder}, probe_ratio {a.probe_ratio}, {os.cpu_count()} cores, SIMD {vb.simd_level()}",
+          flush=True)
     rows = {}
     for kind in kinds:
         procs = start(kind)
         try:
-            rows[kind] = measure(idx, q, a.nprobe, a.rounds, a.block, a.reorder)
+            rows[kind] = measure(idx, q, a.nprobe, a.rounds, a.block, a.reorder, a.probe_ratio)
         finally:
             stop(procs)
         r = rows[kind]
@@ -174,7 +177,8 @@ def main() -> int:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"dataset": ds.name, "simd": vb.simd_level(), "cores": os.cpu_count(),
-                       "queries": len(q), "rounds": a.rounds, "block": a.block, "nprobe": a.nprobe, "reorder": a.reorder, "neighbours": rows}, f, indent=1)
+                       "queries": len(q), "rounds": a.rounds, "block": a.block, "nprobe": a.nprobe, "reorder": a.reorder,
+                       "probe_ratio": a.probe_ratio, "neighbours": rows}, f, indent=1)
     low = [k for k, r in rows.items() if r["ratio_trimmed"] < a.min_ratio]
     if low:
         print(f"below {a.min_ratio}: {', '.join(low)}")

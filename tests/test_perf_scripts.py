@@ -220,9 +220,9 @@ def test_load_single_prints_the_ratio_beside_each_neighbour(env, profiled, tmp_p
     # an impossible floor is reported and fails the command (here through the prefilter)
     low = run(env, "load_single.py", "--dataset", DATASET, "--index", str(index), "--queries", "20",
               "--rounds", "1", "--neighbours", "none", "--min-ratio", "100", "--reorder", "50",
-              "--json", str(out), ok=(1,))
-    assert "below 100" in low.stdout and "reorder 50" in low.stdout
-    assert json.loads(out.read_text())["reorder"] == 50
+              "--probe-ratio", "1.3", "--json", str(out), ok=(1,))
+    assert "below 100" in low.stdout and "reorder 50, probe_ratio 1.3" in low.stdout
+    assert json.loads(out.read_text())["reorder"] == 50 and json.loads(out.read_text())["probe_ratio"] == 1.3
 
 
 def test_thread_scaling_prints_the_ratio_of_one_build(env, profiled, tmp_path):

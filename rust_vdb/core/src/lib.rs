@@ -15,6 +15,7 @@ pub mod metric;
 pub mod persist;
 pub mod pool;
 pub mod pq4;
+pub mod probe_ratio;
 pub mod quant;
 pub mod rng;
 pub mod route;

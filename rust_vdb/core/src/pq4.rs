@@ -1,7 +1,7 @@
 //! A 4-bit product quantizer over u8 codes, for the single-query prefilter of the u8 l2 scan:
 //! each pair of dims (2s, 2s + 1) is coded by the nearest of 16 centroids of its own, so a
 //! vector's prefilter code is dim / 4 bytes (32 at dim 128, a quarter of its u8 code). A
-//! query scores a code by looking up one small table per pair (`Pq4::lut`), sixteen entries
+//! query scores a code by looking up one small table per pair (`build_lut`), sixteen entries
 //! each, quantized to u8 so that SIMD byte shuffles do the lookups (`Kernels::fs_below`), as
 //! in faiss's fast-scan and ScaNN's 4-bit asymmetric hashing.
 //!
@@ -84,17 +84,11 @@ impl Pq4 {
             *o = nearest(c, a, b) as u8;
         }
     }
-
-    /// The query's lookup tables for `Kernels::fs_below` into `lut` (32 bytes per pair: its
-    /// 16 entries twice, one copy per 128-bit lane), built by the kernel table's `pq4_lut`
-    /// (`build_lut` compiled for its SIMD level). `q` is the query in the code domain;
-    /// `dists` is scratch, kept by the caller across queries.
-    pub fn lut(&self, kern: &crate::kernels::Kernels, q: &[f32], dists: &mut Vec<f32>, lut: &mut [u8]) {
-        (kern.pq4_lut)(&self.centroids, q, dists, lut)
-    }
 }
 
-/// `Pq4::lut` for the pair centroids `centroids` (pairs x 16 centroids x 2 values): entry j
+/// A query's lookup tables for `Kernels::fs_below` into `lut` (32 bytes per pair: its 16
+/// entries twice, one copy per 128-bit lane), from the pair centroids `centroids` (pairs x 16
+/// centroids x 2 values, `Pq4::centroids`) and the query `q` in the code domain: entry j
 /// of pair s is the squared distance of the query's pair s to centroid j, less the pair's
 /// smallest, times one scale for all pairs that puts the largest at `ENTRY_MAX`. A row's table
 /// sum then orders rows as their prefilter distances do (up to rounding). The scalar table's
@@ -262,7 +256,7 @@ mod tests {
         let pq = Pq4::train(&data, dim, 7);
         let q: Vec<f32> = data[..dim].iter().map(|&v| v as f32 + 0.3).collect();
         let mut lut = vec![0u8; dim / 2 * 32];
-        pq.lut(crate::kernels::kernels(), &q, &mut Vec::new(), &mut lut);
+        build_lut(&pq.centroids, &q, &mut Vec::new(), &mut lut);
         let mut code = vec![0u8; dim / 2];
         let mut pairs_err = 0usize;
         let mut scored: Vec<(u32, f32)> = Vec::new();

@@ -514,6 +514,17 @@ fn probe_ratio_probes_fewer_lists_the_same_in_batch_and_alone_and_every_list_whe
     let mut ivf = IvfIndex::new(dim, Some(20), Metric::L2, Storage::U8F16, 2).unwrap();
     ivf.train(&base, None, &never_interrupt).unwrap();
     ivf.add(&base, None, None, &never_interrupt).unwrap();
+    // One query on two threads (20 lists of ~600 rows: the u8 scan shares them between the
+    // threads) probes the lists it probes on one, with the same results.
+    for q in queries.chunks_exact(dim).step_by(13) {
+        let at = |threads| {
+            ivf.search_with(q, 10, Some(16), Some(30), tuning(Some(1.3), None), threads, &never_interrupt)
+                .unwrap()
+        };
+        let (one, two) = (at(Some(1)), at(Some(2)));
+        assert_eq!((&one.0, &one.1, one.2.lists_probed), (&two.0, &two.1, two.2.lists_probed));
+        assert!(one.2.lists_probed < 16);
+    }
     for bad in [0.5, -1.0, f32::NAN, f32::INFINITY] {
         let e = ivf
             .search_with(&queries[..dim], 10, Some(4), None, tuning(Some(bad), None), None, &never_interrupt)

@@ -285,7 +285,7 @@ fn keep_smallest_keeps_the_same_set_as_a_full_selection() {
 
 #[test]
 fn a_probe_ratio_keeps_the_lists_within_it_and_never_fewer_than_the_floor() {
-    use vdb_core::route::{min_probe, within_ratio};
+    use vdb_core::probe_ratio::{min_probe, within_ratio};
     assert_eq!((min_probe(1), min_probe(4), min_probe(48), min_probe(49)), (1, 1, 12, 13));
     // l2: scores are ||c||^2 - 2 <q, c>; with ||q||^2 = 4 the squared distances are 1, 2, 4, 9.
     let q = [2.0f32, 0.0];

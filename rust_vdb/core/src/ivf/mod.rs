@@ -94,8 +94,8 @@ pub struct SearchParams {
     /// row's head). Kept at 0 where the index has no prefilter.
     pub reorder: usize,
     /// Each query probes only those of its nprobe lists whose centroid lies within this many
-    /// times its nearest centroid's distance, and at least `route::min_probe(nprobe)`
-    /// (`route::within_ratio`); 0: all nprobe.
+    /// times its nearest centroid's distance, and at least `probe_ratio::min_probe(nprobe)`
+    /// (`probe_ratio::within_ratio`); 0: all nprobe.
     pub probe_ratio: f32,
 }
 

@@ -56,7 +56,7 @@ impl IvfIndex {
             let q = &qblock[qi * dim..(qi + 1) * dim];
             f.qf.clear();
             f.qf.extend((0..dim).map(|d| (q[d] - sq.vmin[d]) / sq.step[d]));
-            pq.lut(kern, &f.qf, &mut f.dists, &mut f.luts[qi * lut_len..(qi + 1) * lut_len]);
+            (kern.pq4_lut)(&pq.centroids, &f.qf, &mut f.dists, &mut f.luts[qi * lut_len..(qi + 1) * lut_len]);
             f.cands[qi].reset(s.reorder.max(s.heaps[qi].k()), row_bits);
         }
         lut_len

@@ -16,6 +16,7 @@ use crate::error::{each_interrupt_chunk, Interrupt, Result, INTERRUPT_EVERY};
 use crate::kernels::{kernels, Kernels, TILE_QUERIES};
 use crate::metric::{normalize_rows, Metric};
 use crate::pool;
+use crate::probe_ratio;
 use crate::route::{self, SuperRouting, ROUTE_BLOCK};
 use crate::search_stats::SearchStats;
 use crate::validate;
@@ -230,7 +231,7 @@ impl IvfIndex {
     /// block of one query: nearest list first). Two-level routing goes query by query; flat
     /// routing scores every centroid with a matrix product per sub-block of `ROUTE_BLOCK`
     /// queries. With a `probe_ratio`, each query keeps only the first of its nprobe lists
-    /// that `route::within_ratio` allows.
+    /// that `probe_ratio::within_ratio` allows.
     fn route_block(
         &self,
         kern: &Kernels,
@@ -241,7 +242,7 @@ impl IvfIndex {
     ) {
         let (dim, nlist, nprobe) = (self.dim, self.lists.len(), p.nprobe);
         let ratio = p.probe_ratio;
-        let min_probe = route::min_probe(nprobe);
+        let min_probe = probe_ratio::min_probe(nprobe);
         let sim = self.metric.is_similarity();
         let m = qs.len() / dim;
         s.qblock.clear();
@@ -274,7 +275,7 @@ impl IvfIndex {
                             seen.bytes_scanned += done.bytes as u64;
                             let qi = ti * TILE_QUERIES + j;
                             let q = &tile[j * dim..(j + 1) * dim];
-                            let n = route::within_ratio(lists, q, sim, ratio, min_probe);
+                            let n = probe_ratio::within_ratio(lists, q, sim, ratio, min_probe);
                             probes.extend(lists[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
                         },
                     );
@@ -284,7 +285,7 @@ impl IvfIndex {
                     let done = r.route(kern, q, nprobe, want, sim, &mut s.route, &mut s.order);
                     stats.centroids_scored += done.scored as u64;
                     stats.bytes_scanned += done.bytes as u64;
-                    let n = route::within_ratio(&s.order, q, sim, ratio, min_probe);
+                    let n = probe_ratio::within_ratio(&s.order, q, sim, ratio, min_probe);
                     s.probes
                         .extend(s.order[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
                 }
@@ -311,7 +312,7 @@ impl IvfIndex {
                     let dots = &s.dots[qi * nlist..(qi + 1) * nlist];
                     route::select_lists(dots, &self.cnorms, sim, nprobe, &mut s.order);
                     let qv = &sub[qi * dim..(qi + 1) * dim];
-                    let n = route::within_ratio(&s.order, qv, sim, ratio, min_probe);
+                    let n = probe_ratio::within_ratio(&s.order, qv, sim, ratio, min_probe);
                     let q = bi * ROUTE_BLOCK + qi;
                     s.probes
                         .extend(s.order[..n].iter().map(|&(_, li)| Probe::new(li as usize, q)));

@@ -159,7 +159,7 @@ pub struct Kernels {
     /// order; returns how many. `lut` holds 32 bytes per pair, an entry per code in each
     /// 16-byte half. Sums are taken as the SIMD tables take them: each pair-of-pairs' two
     /// entries added in a byte, those added in u16, both wrapping, so entries up to 127 and
-    /// `pairs * 127 < 65536` give the exact sums (`pq4::Pq4::lut` keeps to that).
+    /// `pairs * 127 < 65536` give the exact sums (`pq4::build_lut` keeps to that).
     pub fs_below: FsBelow,
     /// `fs_below` for up to `FS_MANY` queries over the same rows (query g: tables `luts[g]`,
     /// threshold `thrs[g]`), each block of codes loaded once for all of them: query g's
