@@ -9,11 +9,16 @@ import numpy as np
 from vdbbench.bench.results import headline_entry
 from vdbbench.bench.timing import qps_over, time_single
 
+#: Seconds of searches in each paired sample, batch or one query per call.
+PAIRED_SAMPLE_S = 0.25
+
 
 def confirm_headlines(entries, dataset, config, reporter) -> list[str]:
     """Re-time each index's headline point in rounds (A, B, C, A, B, C, ...) and record ``qps_paired``.
 
-    Each batch sample runs the point's search for at least a quarter of a second.
+    Each sample runs the point's searches for at least a quarter of a second (`PAIRED_SAMPLE_S`):
+    a batch repeated, or the single-query sample passed over again, so that fast and slow
+    indexes are timed over stretches of the same length.
 
     ``entries`` are (adapter, result) pairs whose indexes are still in memory. The sweep times
     one index after another, minutes apart on a big set, so a load change on a shared machine
@@ -38,9 +43,10 @@ def confirm_headlines(entries, dataset, config, reporter) -> list[str]:
                         run = lambda a=a, h=h: a.search(dataset.test, k, h["params"], threads)  # noqa: E731
                         if rep == 0:
                             run()  # warm-up
-                        qps = qps_over(run, dataset.nq)
+                        qps = qps_over(run, dataset.nq, PAIRED_SAMPLE_S)
                     else:
-                        qps = time_single(lambda q, a=a, h=h: a.search(q, k, h["params"], threads), single_q)["qps"]
+                        one = lambda q, a=a, h=h: a.search(q, k, h["params"], threads)  # noqa: E731
+                        qps = time_single(one, single_q, min_seconds=PAIRED_SAMPLE_S)["qps"]
                     samples[a.name].append(qps)
             for a, _, h in heads:
                 qs = samples[a.name]

@@ -49,24 +49,35 @@ def qps_over(run: Callable[[], object], nq: int, min_seconds: float = 0.25) -> f
             return calls * nq / elapsed
 
 
-def time_single(run_one: Callable[[np.ndarray], object], queries: np.ndarray, warmup: int = 10) -> dict:
+def time_single(run_one: Callable[[np.ndarray], object], queries: np.ndarray, warmup: int = 10,
+                min_seconds: float = 0.0) -> dict:
     """One query per call over ``queries`` (a sample): p50/p99 latency in ms, QPS = calls / time.
 
     The latency is measured from Python around the call, so it includes the binding's
-    per-call overhead, as it does for every peer.
+    per-call overhead, as it does for every peer. With ``min_seconds`` the passes over the
+    sample repeat until the calls add up to that long: a pass of a fast index is a few
+    milliseconds, which one preempted time slice decides, while a slower index's pass is
+    longer and averages it out.
     """
     rows = [queries[i : i + 1] for i in range(queries.shape[0])]
     for row in rows[:warmup]:
         run_one(row)
-    lat = np.empty(len(rows))
+    lat: list[float] = []
     clock = time.perf_counter
-    for i, row in enumerate(rows):
-        t0 = clock()
-        run_one(row)
-        lat[i] = clock() - t0
+    spent = 0.0
+    while True:
+        for row in rows:
+            t0 = clock()
+            run_one(row)
+            dt = clock() - t0
+            lat.append(dt)
+            spent += dt
+        if spent >= min_seconds or not rows:
+            break
+    a = np.array(lat)
     return {
-        "qps": len(rows) / float(lat.sum()),
-        "p50_ms": float(np.percentile(lat, 50) * 1e3),
-        "p99_ms": float(np.percentile(lat, 99) * 1e3),
+        "qps": len(a) / float(a.sum()),
+        "p50_ms": float(np.percentile(a, 50) * 1e3),
+        "p99_ms": float(np.percentile(a, 99) * 1e3),
         "single_queries": len(rows),
     }
