@@ -7,7 +7,8 @@ MODE is single (one query per call, the first NQ test queries; NQ=1000 unless se
 environment) or batch (one call of the first 1,000 test queries). Each NAME=SO is a copy of an
 engine build (python/vdbbench/_rust_vdb*.so, or cargo's target/release/lib_rust_vdb.so) loaded
 as the module NAME._rust_vdb; the first is the reference the others' ratios are against.
-REORDER (environment, default unset) passes `reorder=` (the 4-bit prefilter) to every search.
+REORDER (environment, default unset) passes `reorder=` (the 4-bit prefilter) to every search,
+PROBE_RATIO (default unset) `probe_ratio=`.
 One thread is timed on the process's CPU clock (preemption by other jobs is not counted), two
 or more on the wall clock; each build's turn in a round repeats its pass until MIN_ROUND_S
 (environment, default 0.3) seconds of that clock have gone by. Every build must return the same ids as the first (checked before
@@ -54,6 +55,7 @@ keys = ("routing_s", "prescore_s", "wall_s", "threads", "tails_read")
 
 MIN_ROUND_S = float(os.environ.get("MIN_ROUND_S", 0.3))
 REORDER = int(os.environ["REORDER"]) if os.environ.get("REORDER") else None
+PROBE_RATIO = float(os.environ["PROBE_RATIO"]) if os.environ.get("PROBE_RATIO") else None
 
 
 def one_pass(idx):
@@ -63,14 +65,15 @@ def one_pass(idx):
     ids = np.empty((nq, 10), np.int64)
     t = clock()
     if mode == "batch":
-        _, ids = idx.search(q, k=10, nprobe=nprobe, rerank=0, threads=threads, reorder=REORDER)
+        _, ids = idx.search(q, k=10, nprobe=nprobe, rerank=0, threads=threads, reorder=REORDER,
+                            probe_ratio=PROBE_RATIO)
         dt = clock() - t
         st = idx.last_search_stats()
         acc = {k: st[k] if k == "threads" else st[k] / nq for k in keys}
     else:
         for i in range(nq):
             _, ids[i:i + 1] = idx.search(q[i:i + 1], k=10, nprobe=nprobe, rerank=0, threads=threads,
-                                         reorder=REORDER)
+                                         reorder=REORDER, probe_ratio=PROBE_RATIO)
             st = idx.last_search_stats()
             for k in keys:
                 acc[k] += st[k] / nq
@@ -104,7 +107,7 @@ for r in range(rounds):
     for name in names if r % 2 == 0 else names[::-1]:
         res[name].append(run(engines[name]))
 first = names[0]
-print(f"{dataset} {mode} @ {threads}t, nprobe {nprobe}, reorder {REORDER}, {nq} queries, {rounds} rounds (ids identical)")
+print(f"{dataset} {mode} @ {threads}t, nprobe {nprobe}, reorder {REORDER}, probe ratio {PROBE_RATIO}, {nq} queries, {rounds} rounds (ids identical)")
 for name in names:
     ratios = sorted(a[0] / b[0] for a, b in zip(res[name], res[first]))
     st = {k: statistics.median(x[1][k] for x in res[name]) for k in keys}

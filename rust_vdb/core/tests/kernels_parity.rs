@@ -158,6 +158,39 @@ fn u8_l2_batch_equals_single_and_scalar() {
     }
 }
 
+/// Queries whose codes all lie in 64..=191 (routing's half-step codes) take AVX2's
+/// `vpmaddubsw` path: the same distances as the scalar table, at the range's edges and with
+/// rows of 0 and 255 (the largest products), and a query one code outside the range takes the
+/// general path with the same results.
+#[test]
+fn u8_l2_with_row_terms_is_exact_for_queries_within_i7() {
+    let mut rng = Rng(19);
+    for k in available_tables() {
+        for dim in DIMS.iter().copied().chain([128, 160, 512, 544]) {
+            for nrows in NROWS {
+                let mut rows = rng.u8s(dim * nrows);
+                if nrows > 2 {
+                    rows[..dim].fill(0);
+                    rows[dim..2 * dim].fill(255);
+                }
+                let terms: Vec<i32> = rows.chunks_exact(dim).map(|x| (k.u8_row_term)(x)).collect();
+                let within: Vec<u8> = rng.u8s(dim).iter().map(|&v| 64 + v / 2).collect();
+                for q in [within.clone(), vec![64u8; dim], vec![191u8; dim], {
+                    let mut out = within.clone();
+                    out[dim - 1] = if dim % 2 == 0 { 63 } else { 192 };
+                    out
+                }] {
+                    let mut got = vec![1u32; nrows];
+                    let mut want = vec![2u32; nrows];
+                    (k.l2_u8_batch_pre)(&q, &rows, &terms, &mut got);
+                    (SCALAR.l2_u8_batch)(&q, &rows, &mut want);
+                    assert_eq!(got, want, "l2_u8_batch_pre({}) dim {dim} nrows {nrows}", k.name);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn u8_l2_with_row_terms_is_exact() {
     let mut rng = Rng(9);

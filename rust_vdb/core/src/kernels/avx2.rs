@@ -873,8 +873,79 @@ pub fn l2_u8_batch_pre(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
         terms.len(),
         out.len()
     );
+    if q.len() <= I7_MAX_DIM && fits_i7(q) {
+        // SAFETY: as for dot_i8_u8_batch; the query fits the i7 kernel's range and width.
+        return unsafe { pre_i7_impl(q, rows, terms, out) };
+    }
     // SAFETY: as for dot_i8_u8_batch.
     unsafe { dots_impl::<true>(q, -128, rows, terms, bytemuck::cast_slice_mut(out)) }
+}
+
+/// The widest query `pre_i7_impl` takes (its chunks are kept on the stack).
+const I7_MAX_DIM: usize = 512;
+
+/// Whether every code of `q` lies in 64..=191, i.e. minus 128 in -64..=63: then `vpmaddubsw`
+/// of a u8 row with it cannot saturate (two products of at most 255 x 64). Routing codes its
+/// queries so (`route::encode_half_step`); stored vectors' codes span 0..=255 and take
+/// `dots_impl`.
+#[inline]
+fn fits_i7(q: &[u8]) -> bool {
+    q.iter().fold(0u8, |m, &v| m | (v.wrapping_sub(64) & 0x80)) == 0
+}
+
+/// `l2_u8_batch_pre` for a query whose codes minus 128 fit i7 (`fits_i7`): one `vpmaddubsw`
+/// and one `vpmaddwd` per 32 bytes of a row instead of splitting the query into i16 halves,
+/// the same exact integer sums, so the same bits as `dots_impl`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pre_i7_impl(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
+    let n = q.len();
+    let (main, chunks) = (n & !31, n / 32);
+    let nrows = out.len();
+    let flip = _mm256_set1_epi8(-128);
+    let ones = _mm256_set1_epi16(1);
+    let mut qb = [_mm256_setzero_si256(); I7_MAX_DIM / 32];
+    for (c, v) in qb.iter_mut().enumerate().take(chunks) {
+        *v = _mm256_xor_si256(_mm256_loadu_si256(q.as_ptr().add(32 * c) as *const __m256i), flip);
+    }
+    let qn = super::sq_norm(q);
+    let mut r = 0;
+    while r + 4 <= nrows {
+        let xp = rows.as_ptr().add(r * n);
+        let mut a = [_mm256_setzero_si256(); 4];
+        for (c, &qv) in qb.iter().enumerate().take(chunks) {
+            for (k, acc) in a.iter_mut().enumerate() {
+                let xv = _mm256_loadu_si256(xp.add(k * n + 32 * c) as *const __m256i);
+                *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, qv), ones));
+            }
+        }
+        let mut s = hsum4_epi32(a[0], a[1], a[2], a[3]);
+        if main < n {
+            let mut t4 = [0i32; 4];
+            for (k, t) in t4.iter_mut().enumerate() {
+                let row = &rows[(r + k) * n..(r + k + 1) * n];
+                *t = dot_i8_u8_tail(&q[main..], -128, &row[main..]);
+            }
+            s = _mm_add_epi32(s, _mm_loadu_si128(t4.as_ptr() as *const __m128i));
+        }
+        let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
+        let base = _mm_add_epi32(_mm_set1_epi32(qn as i32), t);
+        s = _mm_sub_epi32(base, _mm_slli_epi32::<1>(s));
+        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, s);
+        r += 4;
+    }
+    while r < nrows {
+        let row = &rows[r * n..(r + 1) * n];
+        let mut acc = _mm256_setzero_si256();
+        for (c, &qv) in qb.iter().enumerate().take(chunks) {
+            let xv = _mm256_loadu_si256(row.as_ptr().add(32 * c) as *const __m256i);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, qv), ones));
+        }
+        let dot = (hsum_epi32(acc) as i32).wrapping_add(dot_i8_u8_tail(&q[main..], -128, &row[main..]));
+        out[r] = qn
+            .wrapping_add(terms[r] as u32)
+            .wrapping_sub((dot as u32).wrapping_mul(2));
+        r += 1;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

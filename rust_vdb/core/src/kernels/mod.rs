@@ -106,7 +106,10 @@ pub struct Kernels {
     /// exactly (dims below 66051), given `terms[r] == u8_row_term(x_r)` (wrong terms give
     /// wrong distances). It rewrites the distance as `sum(q^2) + term(x) - 2 * sum((q - 128) *
     /// x)`, a dot product of u8 rows with an i8 query: with VNNI one `vpdpbusd` per 64 dims
-    /// (2.4x `l2_u8_batch` at dim 128), with AVX2 `vpmaddwd` on even and odd bytes (1.45x).
+    /// (2.4x `l2_u8_batch` at dim 128), with AVX2 `vpmaddwd` on even and odd bytes (1.45x), or
+    /// one `vpmaddubsw` when every query code lies in 64..=191. Every table computes that
+    /// formula, modulo 2^32, for whatever terms it is given (routing passes its own: see
+    /// `route::encode_half_step`).
     pub l2_u8_batch_pre: L2U8BatchPre,
     /// Exact integer dots of an i8 query with u8 rows (in i32: exact for dims below 65793).
     /// With VNNI one `vpdpbusd` per 64 dims: for an inner-product prescore over u8 codes, a
