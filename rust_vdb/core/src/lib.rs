@@ -3,6 +3,7 @@
 // Every unsafe block says why it is sound (CI denies this lint for benches and tests too).
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod centroid_codes;
 pub mod defaults;
 pub mod error;
 pub mod flat;

@@ -14,12 +14,13 @@
 //! With "l2" over "u8+f16" storage, two-level routing ranks its candidates over the centroids'
 //! u8 codes (the index's own Sq8 quantizer, derived when the centroids are set, never stored)
 //! with the scan's u8 l2 kernel (`l2_u8_batch_pre`): half the bytes of the f16 copy. The query
-//! is coded at half that resolution (`encode_half_step`: 128 levels, two steps apart), which
-//! lets AVX2 score a centroid with one `vpmaddubsw` per 32 dims. The codes round each centroid
-//! by up to half a step per dimension and the query by up to a step, so the best
-//! `nprobe + RECHECK_MARGIN` are re-scored in f16 and the nprobe best of those are probed. A block of queries on a kernel
-//! table with a fast tile kernel (AMX) takes the u8 distances from one `l2_u8_tile_all` per
-//! sixteen queries over every centroid (`route_tile`): the same bits, so the same lists.
+//! is coded at half that resolution (`crate::centroid_codes`: 128 levels, two steps apart),
+//! which lets AVX2 score a centroid with one `vpmaddubsw` per 32 dims. The codes round each
+//! centroid by up to half a step per dimension and the query by up to a step, so the best
+//! `nprobe + RECHECK_MARGIN` are re-scored in f16 and the nprobe best of those are probed. A
+//! block of queries on a kernel table with a fast tile kernel (AMX) takes the u8 distances from
+//! one `l2_u8_tile_all` per sixteen queries over every centroid (`route_tile`): the same
+//! bits, so the same lists.
 
 use half::f16;
 
@@ -27,6 +28,7 @@ use crate::defaults::default_nprobe;
 use crate::error::never_interrupt;
 use crate::kernels::Kernels;
 use crate::kmeans::{self, KMeansParams};
+use crate::centroid_codes::{encode_half_step, CentroidCodes};
 use crate::quant::Sq8;
 
 /// Indexes with fewer lists score every centroid: that costs little there, and the groups
@@ -218,42 +220,6 @@ pub struct SuperRouting {
     codes: Option<CentroidCodes>,
 }
 
-/// The centroids as u8 codes of the index's quantizer, with their `half_step_term`s (what
-/// `l2_u8_batch_pre` needs for a query coded by `encode_half_step`), and the quantizer that
-/// encodes the query.
-#[derive(Clone, Debug)]
-struct CentroidCodes {
-    sq: Sq8,
-    codes: Vec<u8>,
-    terms: Vec<i32>,
-}
-
-/// A query coded for routing: its u8 code `c` (the index's quantizer) halved to 128 levels,
-/// value h = c / 2 standing for 2h + 0.5, stored as h + 64 (64..=191), so that the kernels'
-/// query minus 128 is h - 64, within i7 (`l2_u8_batch_pre` takes one `vpmaddubsw` per 32 dims
-/// on AVX2). With the rows' `half_step_term`s, `l2_u8_batch_pre` returns
-/// D / 2 + sum(127h - h^2 + 4096) - dim / 8 for D the squared distance between the row's code
-/// and the query's 2h + 0.5: the query's own constant plus D / 2, so it ranks rows as D does,
-/// exactly, and stays in 0..2^32.
-pub(crate) fn encode_half_step(sq: &Sq8, q: &[f32], out: &mut [u8]) {
-    sq.encode(q, out);
-    for c in out.iter_mut() {
-        *c = (*c >> 1) + 64;
-    }
-}
-
-/// A row's term for queries coded by `encode_half_step`: sum(x (x - 257)) / 2, exact (each
-/// x (x - 257) is even); `l2_u8_batch_pre` adds it to sum(q^2) - 2 sum(x (q - 128)).
-pub(crate) fn half_step_term(x: &[u8]) -> i32 {
-    x.iter().map(|&v| v as i32 * (v as i32 - 257) / 2).sum()
-}
-
-impl CentroidCodes {
-    fn bytes(&self) -> usize {
-        self.codes.len() + self.terms.len() * 4 + self.sq.dim * 8
-    }
-}
-
 /// Scratch buffers of `SuperRouting::route`, reused across queries.
 #[derive(Default)]
 pub struct RouteBufs {
@@ -316,18 +282,7 @@ impl SuperRouting {
             cent_f16.extend(c.iter().map(|&v| f16::from_f32(v)));
             cnorms.push(c.iter().map(|v| v * v).sum());
         }
-        let codes = sq.map(|sq| {
-            let mut codes = vec![0u8; nlist * dim];
-            for (&li, out) in members.iter().zip(codes.chunks_exact_mut(dim)) {
-                sq.encode(&centroids[li as usize * dim..(li as usize + 1) * dim], out);
-            }
-            let terms = codes.chunks_exact(dim).map(half_step_term).collect();
-            CentroidCodes {
-                sq: sq.clone(),
-                codes,
-                terms,
-            }
-        });
+        let codes = sq.map(|sq| CentroidCodes::new(sq, centroids, &members));
         Some(SuperRouting {
             dim,
             sup,
@@ -618,41 +573,3 @@ impl SuperRouting {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kernels::scalar;
-    use crate::metric::Metric;
-    use crate::rng::Rng;
-
-    /// The kernel's value with half-step codes is the query's constant plus half the squared
-    /// distance to the query's 2h + 0.5, exactly: 8 out - 4D = sum(8 (127h - h^2 + 4096)) - dim.
-    #[test]
-    fn half_step_codes_rank_rows_by_their_distance_to_the_halved_query() {
-        let mut rng = Rng::new(5);
-        for dim in [1usize, 24, 128, 129] {
-            let x: Vec<f32> = (0..200 * dim).map(|_| rng.below(256) as f32 * 0.37).collect();
-            let sq = Sq8::train(&x, dim, Metric::L2);
-            let mut rows = vec![0u8; 50 * dim];
-            for (v, out) in x.chunks_exact(dim).zip(rows.chunks_exact_mut(dim)) {
-                sq.encode(v, out);
-            }
-            rows[..dim].fill(0);
-            rows[dim..2 * dim].fill(255);
-            let terms: Vec<i32> = rows.chunks_exact(dim).map(half_step_term).collect();
-            for q in x.chunks_exact(dim).skip(60).take(20) {
-                let mut code = vec![0u8; dim];
-                encode_half_step(&sq, q, &mut code);
-                assert!(code.iter().all(|c| (64..=191).contains(c)), "{code:?}");
-                let mut out = vec![0u32; 50];
-                scalar::l2_u8_batch_pre(&code, &rows, &terms, &mut out);
-                let h: Vec<i64> = code.iter().map(|&c| c as i64 - 64).collect();
-                let konst: i64 = h.iter().map(|&h| 8 * (127 * h - h * h + 4096)).sum::<i64>() - dim as i64;
-                for (row, &o) in rows.chunks_exact(dim).zip(&out) {
-                    let d4: i64 = row.iter().zip(&h).map(|(&x, &h)| (2 * x as i64 - 4 * h - 1).pow(2)).sum();
-                    assert_eq!(8 * o as i64 - d4, konst, "dim {dim}");
-                }
-            }
-        }
-    }
-}

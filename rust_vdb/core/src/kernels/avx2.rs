@@ -886,7 +886,7 @@ const I7_MAX_DIM: usize = 512;
 
 /// Whether every code of `q` lies in 64..=191, i.e. minus 128 in -64..=63: then `vpmaddubsw`
 /// of a u8 row with it cannot saturate (two products of at most 255 x 64). Routing codes its
-/// queries so (`route::encode_half_step`); stored vectors' codes span 0..=255 and take
+/// queries so (`centroid_codes::encode_half_step`); stored vectors' codes span 0..=255 and take
 /// `dots_impl`.
 #[inline]
 fn fits_i7(q: &[u8]) -> bool {

@@ -109,7 +109,7 @@ pub struct Kernels {
     /// (2.4x `l2_u8_batch` at dim 128), with AVX2 `vpmaddwd` on even and odd bytes (1.45x), or
     /// one `vpmaddubsw` when every query code lies in 64..=191. Every table computes that
     /// formula, modulo 2^32, for whatever terms it is given (routing passes its own: see
-    /// `route::encode_half_step`).
+    /// `centroid_codes::encode_half_step`).
     pub l2_u8_batch_pre: L2U8BatchPre,
     /// Exact integer dots of an i8 query with u8 rows (in i32: exact for dims below 65793).
     /// With VNNI one `vpdpbusd` per 64 dims: for an inner-product prescore over u8 codes, a
