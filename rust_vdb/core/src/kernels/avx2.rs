@@ -785,6 +785,32 @@ fn dot_i8_u8_tail(q: &[u8], flip: i8, x: &[u8]) -> i32 {
         .sum()
 }
 
+/// The dots `s` of rows r..r + 4 (their whole 32-byte chunks) completed with their bytes past
+/// `main`, against the query bytes xor `flip` taken as i8.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn add_tails4(s: __m128i, q: &[u8], flip: i8, rows: &[u8], r: usize, main: usize) -> __m128i {
+    let n = q.len();
+    if main == n {
+        return s;
+    }
+    let mut t4 = [0i32; 4];
+    for (k, t) in t4.iter_mut().enumerate() {
+        let row = &rows[(r + k) * n..(r + k + 1) * n];
+        *t = dot_i8_u8_tail(&q[main..], flip, &row[main..]);
+    }
+    _mm_add_epi32(s, _mm_loadu_si128(t4.as_ptr() as *const __m128i))
+}
+
+/// `qn + terms[r..r + 4] - 2 * dots`, modulo 2^32: the rewritten l2 of `Kernels::l2_u8_batch_pre`
+/// for four rows (`terms` holds r + 4 values at least).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn pre4(dots: __m128i, qn: u32, terms: &[i32], r: usize) -> __m128i {
+    let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
+    _mm_sub_epi32(_mm_add_epi32(_mm_set1_epi32(qn as i32), t), _mm_slli_epi32::<1>(dots))
+}
+
 /// `out[r]` = the dot of row r with the query bytes xor `flip` taken as i8; or, with `PRE`,
 /// `qn + terms[r] - 2 * dot` (the rewritten l2 of `Kernels::l2_u8_batch_pre`, modulo 2^32).
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -822,19 +848,9 @@ unsafe fn dots_impl<const PRE: bool>(
             }
             i += 32;
         }
-        let mut s = hsum4_epi32(a[0], a[1], a[2], a[3]);
-        if main < n {
-            let mut t4 = [0i32; 4];
-            for (k, t) in t4.iter_mut().enumerate() {
-                let row = &rows[(r + k) * n..(r + k + 1) * n];
-                *t = dot_i8_u8_tail(&q[main..], flip, &row[main..]);
-            }
-            s = _mm_add_epi32(s, _mm_loadu_si128(t4.as_ptr() as *const __m128i));
-        }
+        let mut s = add_tails4(hsum4_epi32(a[0], a[1], a[2], a[3]), q, flip, rows, r, main);
         if PRE {
-            let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
-            let base = _mm_add_epi32(_mm_set1_epi32(qn as i32), t);
-            s = _mm_sub_epi32(base, _mm_slli_epi32::<1>(s));
+            s = pre4(s, qn, terms, r);
         }
         _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, s);
         r += 4;
@@ -918,19 +934,8 @@ unsafe fn pre_i7_impl(q: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
                 *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, qv), ones));
             }
         }
-        let mut s = hsum4_epi32(a[0], a[1], a[2], a[3]);
-        if main < n {
-            let mut t4 = [0i32; 4];
-            for (k, t) in t4.iter_mut().enumerate() {
-                let row = &rows[(r + k) * n..(r + k + 1) * n];
-                *t = dot_i8_u8_tail(&q[main..], -128, &row[main..]);
-            }
-            s = _mm_add_epi32(s, _mm_loadu_si128(t4.as_ptr() as *const __m128i));
-        }
-        let t = _mm_loadu_si128(terms.as_ptr().add(r) as *const __m128i);
-        let base = _mm_add_epi32(_mm_set1_epi32(qn as i32), t);
-        s = _mm_sub_epi32(base, _mm_slli_epi32::<1>(s));
-        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, s);
+        let s = add_tails4(hsum4_epi32(a[0], a[1], a[2], a[3]), q, -128, rows, r, main);
+        _mm_storeu_si128(out.as_mut_ptr().add(r) as *mut __m128i, pre4(s, qn, terms, r));
         r += 4;
     }
     while r < nrows {
