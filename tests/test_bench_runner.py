@@ -15,7 +15,7 @@ from vdbbench.bench.frontier import select_for_timing
 from vdbbench.adapters import RunOptions
 from vdbbench.common import default_nlist
 from vdbbench.datasets import compute_groundtruth
-from vdbbench.common.recall import knn_recall
+from vdbbench.common.recall import knn_recall, knn_recall_per_query, recall_lower_bound
 from vdbbench.adapters.registry import adapter_class
 from vdbbench.bench.runner import RunConfig, run_index
 from vdbbench.bench.sweep import adaptive_values
@@ -241,6 +241,54 @@ def test_headline_is_the_fastest_point_no_cheaper_one_undercuts():
     assert h[0]["params"] == {"nprobe": 12, "rerank": 80} and h[0]["qps"] == 550
     missed = results.compute_headline(pts, 0.99, ["batch", "single"], [1], cost_ordered=True)
     assert [x["qps"] for x in missed] == [None, None]
+
+
+def test_a_point_is_held_to_its_lower_bound_when_the_run_asks_for_one():
+    def pt(nprobe, recall, low, qps):
+        return {"params": {"nprobe": nprobe}, "mode": "batch", "threads": 1, "recall10": recall,
+                "recall10_low": low, "qps": qps}
+
+    pts = [pt(16, 0.9502, 0.9467, 900), pt(20, 0.9551, 0.9519, 700), pt(24, 0.9600, 0.9571, 600)]
+    h = results.compute_headline(pts, 0.95, ["batch"], [1], cost_ordered=True)
+    assert h[0]["params"] == {"nprobe": 20} and h[0]["recall10_low"] == 0.9519
+    # without bounds (a run without --recall-confidence, or an older file) the mean decides
+    plain = [{key: v for key, v in p.items() if key != "recall10_low"} for p in pts]
+    assert results.compute_headline(plain, 0.95, ["batch"], [1], cost_ordered=True)[0]["params"] == {"nprobe": 16}
+    assert select_for_timing([{**p, "qps_estimate": p["qps"]} for p in pts], 0.95) >= {'{"nprobe": 20}'}
+
+
+def test_recall_lower_bound_is_the_mean_less_z_standard_errors():
+    assert recall_lower_bound(0.96, 0.002, 0.0) == 0.96
+    assert recall_lower_bound(0.96, 0.002, 0.95) == pytest.approx(0.96 - 1.6449 * 0.002, abs=1e-6)
+    assert recall_lower_bound(0.96, 0.002, 0.5) == pytest.approx(0.96)
+    for bad in (0.3, 1.0, 1.2, -0.1):
+        with pytest.raises(ValueError, match="recall confidence"):
+            recall_lower_bound(0.96, 0.002, bad)
+
+
+def test_runner_with_recall_confidence_picks_the_cheapest_point_whose_bound_reaches(small, tmp_path):
+    # target 0.96: on this set nprobe 11 reads 0.9615 with a bound of 0.953, and 12 reads 0.977
+    cfg = _cfg(modes=("batch",), recall_confidence=0.95, target=0.96)
+    adapter = adapter_class("faiss-ivf-flat")(small.dim, small.n, small.metric, cfg.options)
+    r = run_index(adapter, small, cfg, tmp_path)
+    assert r["run"]["recall_confidence"] == 0.95
+    for p in r["swept"]:
+        ids = adapter.search(small.test, 10, p["params"], 1)
+        per_query = knn_recall_per_query(ids, small.train, small.test, small.distances)
+        assert p["recall10_se"] == pytest.approx(per_query.std(ddof=1) / np.sqrt(small.nq))
+        assert p["recall10_low"] == pytest.approx(p["recall10"] - 1.6449 * p["recall10_se"], abs=1e-5)
+    # the sweep bisects on the bound: the smallest nprobe whose bound reaches the target is among
+    # the swept points, and it (not a cheaper one whose mean alone reaches) is the headline
+    swept = sorted(r["swept"], key=lambda p: p["params"]["nprobe"])
+    first = next(p for p in swept if p["recall10_low"] >= 0.96)
+    assert first["params"]["nprobe"] - 1 in {p["params"]["nprobe"] for p in swept}
+    (h,) = r["headline"]
+    assert h["params"] == first["params"] and h["recall10_low"] >= 0.96
+    # with 200 queries the bound sits ~0.01 under the mean, so a mean-only run stops earlier
+    plain = run_index(adapter_class("faiss-ivf-flat")(small.dim, small.n, small.metric, cfg.options), small,
+                      _cfg(modes=("batch",), target=0.96), tmp_path / "plain")
+    assert plain["headline"][0]["params"]["nprobe"] < h["params"]["nprobe"]
+    assert all("recall10_low" not in p for p in plain["points"])
 
 
 def test_a_knob_off_at_zero_is_not_ordered_against_its_other_values():

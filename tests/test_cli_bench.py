@@ -84,6 +84,8 @@ def test_missed_target_still_writes_files_and_exits_1(tmp_path, capsys):
         (["--index", "ivf", "--probe-ratio", "0,0.5"], "--probe-ratio=0.5: expected 0 (off) or a finite ratio >= 1"),
         (["--index", "ivf", "--probe-ratio", "1.3,x"], "--probe-ratio expects comma-separated numbers"),
         (["--index", "faiss-ivf-flat", "--target-recall", "1.5"], "--target-recall expects a value in (0, 1]"),
+        (["--index", "faiss-ivf-flat", "--recall-confidence", "1.0"], "--recall-confidence expects 0 (off) or"),
+        (["--index", "faiss-ivf-flat", "--recall-confidence", "0.2"], "--recall-confidence expects 0 (off) or"),
     ],
 )
 def test_bad_usage_exits_2_with_a_clear_message(argv, message, tmp_path, capsys):

@@ -16,7 +16,7 @@ that reaches it) can change neither the headline nor the front near it. So only 
 
 from __future__ import annotations
 
-from vdbbench.bench.results import cheapest_points, point_key
+from vdbbench.bench.results import cheapest_points, point_key, reaches
 
 #: Front points above the target are timed while their estimated QPS is at least this share of
 #: the best estimate; a one-call estimate on a shared machine can be off by 20-30%.
@@ -43,12 +43,12 @@ def select_for_timing(swept: list[dict], target: float, slack: float = SLACK, be
     """
     keys = {point_key(p["params"]) for p in swept if p.get("qps_estimate") is None}
     known = [p for p in swept if p.get("qps_estimate") is not None]
-    reach = [p for p in swept if p["recall10"] >= target]
+    reach = [p for p in swept if reaches(p, target)]
     keys |= {point_key(p["params"]) for p in cheapest_points(reach, off_at_zero)}
     # the fronts above and under the target, each of its own points (a noisy estimate above
     # the target must not hide where the front crosses it)
-    under = estimated_front([p for p in known if p["recall10"] < target])
-    over = estimated_front([p for p in known if p["recall10"] >= target])
+    under = estimated_front([p for p in known if not reaches(p, target)])
+    over = estimated_front([p for p in known if reaches(p, target)])
     if over:
         best = max(p["qps_estimate"] for p in over)
         keys |= {point_key(p["params"]) for p in over if p["qps_estimate"] >= slack * best}

@@ -78,16 +78,22 @@ def _cells(row: dict, ours: str | None) -> list[str]:
     ]
 
 
-def _headers(ours: str | None, target: float) -> list[str]:
+def _confidence(runs: list[dict]) -> float:
+    """The run's ``--recall-confidence`` (0 when off, or for a result from before it existed)."""
+    return max((r.get("run", {}).get("recall_confidence") or 0.0 for r in runs), default=0.0)
+
+
+def _headers(ours: str | None, target: float, confidence: float = 0.0) -> list[str]:
+    held = f" ({confidence:.0%} lower bound)" if confidence else ""
     return [
-        "index", "mode", f"QPS @ recall>={target:g}", "paired QPS", "recall10", "params", "p50/p99 ms",
+        "index", "mode", f"QPS @ recall>={target:g}{held}", "paired QPS", "recall10", "params", "p50/p99 ms",
         "build s", "memory", f"{ours or 'ours'} / this",
     ]
 
 
 def headline_table(runs: list[dict], ours: str | None, target: float, title: str = "") -> Table:
     table = Table(title=title or None, header_style="bold")
-    for i, h in enumerate(_headers(ours, target)):
+    for i, h in enumerate(_headers(ours, target, _confidence(runs))):
         table.add_column(h, justify="left" if i in (0, 1, 5) else "right", overflow="fold")
     for row in headline_rows(runs, ours):
         style = "bold" if row["index"] == ours else ("red" if row["qps"] is None else None)
@@ -96,7 +102,7 @@ def headline_table(runs: list[dict], ours: str | None, target: float, title: str
 
 
 def headline_markdown(runs: list[dict], ours: str | None, target: float) -> str:
-    lines = ["| " + " | ".join(_headers(ours, target)) + " |", "|" + "---|" * 10]
+    lines = ["| " + " | ".join(_headers(ours, target, _confidence(runs))) + " |", "|" + "---|" * 10]
     for row in headline_rows(runs, ours):
         lines.append("| " + " | ".join(_cells(row, ours)) + " |")
     return "\n".join(lines) + "\n"

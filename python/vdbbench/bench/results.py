@@ -13,8 +13,9 @@ from pathlib import Path
 SCHEMA = "vdbbench.result/1"
 # Additions a /1 reader may ignore (docs/result-schema.md): 1 = index.source, swept (points
 # swept for recall, with "timed"), run.time_points, concurrent (client levels); 2 =
-# build.hugepages. Absent = 0.
-SCHEMA_MINOR = 3
+# build.hugepages; 3 = headline rivals; 4 = recall10_se, recall10_low, run.recall_confidence.
+# Absent = 0.
+SCHEMA_MINOR = 4
 _REQUIRED = ("schema", "dataset", "index", "machine", "build", "points", "headline")
 
 
@@ -85,6 +86,23 @@ def point_key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
+#: What a headline entry copies from the point it chose.
+HEADLINE_KEYS = ("params", "qps", "recall10", "recall10_low", "recall10_ids", "p50_ms", "p99_ms")
+
+
+def held_recall(point: dict) -> float:
+    """The recall@10 a point is held to the target by: the lower bound of its confidence
+    interval when the run asked for one (``--recall-confidence``: ``recall10_low``), else its
+    mean over the run's queries."""
+    low = point.get("recall10_low")
+    return point["recall10"] if low is None else low
+
+
+def reaches(point: dict, target: float) -> bool:
+    """Whether a swept or timed point reaches the target recall (see `held_recall`)."""
+    return held_recall(point) >= target
+
+
 def cheapest_points(points: list[dict], off_at_zero: tuple[str, ...] = ()) -> list[dict]:
     """The points no other point undercuts on every knob (knobs cost more as they grow).
 
@@ -109,7 +127,7 @@ def cheapest_points(points: list[dict], off_at_zero: tuple[str, ...] = ()) -> li
 
 def compute_headline(points: list[dict], target: float, modes, threads, cost_ordered: bool = False,
                      off_at_zero: tuple[str, ...] = ()) -> list[dict]:
-    """Per mode and thread count, the highest-QPS point with recall10 >= target (or nulls).
+    """Per mode and thread count, the highest-QPS point that reaches the target (`reaches`), or nulls.
 
     With ``cost_ordered`` only the points no other undercuts on every knob compete (see
     `cheapest_points`): the same answer as the plain maximum on a quiet machine, without
@@ -118,12 +136,12 @@ def compute_headline(points: list[dict], target: float, modes, threads, cost_ord
     out = []
     for mode in modes:
         for t in threads:
-            ok = [p for p in points if p["mode"] == mode and p["threads"] == t and p["recall10"] >= target]
+            ok = [p for p in points if p["mode"] == mode and p["threads"] == t and reaches(p, target)]
             if cost_ordered:
                 ok = cheapest_points(ok, off_at_zero)
             best = max(ok, key=lambda p: p["qps"]) if ok else None
             entry = {"mode": mode, "threads": t}
-            for key in ("params", "qps", "recall10", "recall10_ids", "p50_ms", "p99_ms"):
+            for key in HEADLINE_KEYS:
                 entry[key] = best.get(key) if best else None
             out.append(entry)
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from typing import Callable
 
-from vdbbench.bench.results import cheapest_points, point_key
+from vdbbench.bench.results import HEADLINE_KEYS, cheapest_points, point_key, reaches
 
 #: Rounds of the rivals' re-timing: each rival timed this many times, in alternating order.
 ROUNDS = 3
@@ -33,7 +33,7 @@ def settle(points: list[dict], headline: list[dict], target: float, off_at_zero:
             out.append(entry)
             continue
         mode, threads = entry["mode"], entry["threads"]
-        reach = [p for p in points if p["mode"] == mode and p["threads"] == threads and p["recall10"] >= target]
+        reach = [p for p in points if p["mode"] == mode and p["threads"] == threads and reaches(p, target)]
         rivals = cheapest_points(reach, off_at_zero)
         if len(rivals) < 2:
             out.append(entry)
@@ -45,7 +45,7 @@ def settle(points: list[dict], headline: list[dict], target: float, off_at_zero:
                 samples[point_key(p["params"])].append(time_point(p["params"], mode, threads))
         best = max(rivals, key=lambda p: statistics.median(samples[point_key(p["params"])]))
         settled = dict(entry)
-        for key in ("params", "qps", "recall10", "recall10_ids", "p50_ms", "p99_ms"):
+        for key in HEADLINE_KEYS:
             settled[key] = best.get(key)
         settled["rivals"] = [{"params": p["params"], "qps_rounds": samples[point_key(p["params"])]}
                              for p in rivals]

@@ -17,7 +17,9 @@ from vdbbench.bench.bandwidth import read_gbps_once
 from vdbbench.bench.concurrent import DEFAULT_CLIENTS, DEFAULT_DURATION_S, measure_levels
 from vdbbench.bench.frontier import SLACK, select_for_timing
 from vdbbench.adapters.interface import Adapter, BuildInfo, RunOptions
-from vdbbench.common.recall import RECALL_TARGET, id_recall, knn_recall
+from vdbbench.common.recall import (
+    RECALL_TARGET, id_recall, knn_recall_per_query, recall_lower_bound, recall_standard_error,
+)
 from vdbbench.bench.sweep import adaptive_values
 from vdbbench.bench.timing import time_batch, time_single
 
@@ -31,6 +33,9 @@ class RunConfig:
     """How to measure: the same for every index of a run, so their results compare."""
 
     target: float = RECALL_TARGET
+    # 0: a point reaches the target when its mean recall@10 over the queries does; P in
+    # [0.5, 1): when the lower end of its one-sided P confidence interval does (`recall_lower_bound`)
+    recall_confidence: float = 0.0
     threads: tuple[int, ...] = (1,)
     modes: tuple[str, ...] = ("batch",)
     repeats: int = 3
@@ -61,6 +66,8 @@ class RunConfig:
             raise ValueError(f"stat must be median or best, got {self.stat!r}")
         if not 0.0 < self.target <= 1.0:
             raise ValueError(f"target recall must be in (0, 1], got {self.target}")
+        if self.recall_confidence != 0.0 and not 0.5 <= self.recall_confidence < 1.0:
+            raise ValueError(f"recall confidence must be 0 (off) or in [0.5, 1), got {self.recall_confidence}")
         if self.time_points not in TIME_POINTS:
             raise ValueError(f"time_points must be frontier or all, got {self.time_points!r}")
         if not self.clients or any(c < 1 for c in self.clients):
@@ -117,24 +124,32 @@ def build_index(adapter: Adapter, dataset, config: RunConfig, reporter) -> tuple
 
 class _PointEvaluator:
     """Recall of a parameter set on all queries (one batch search), memoised and resumable;
-    that call's QPS is kept as the estimate that picks the points worth timing."""
+    that call's QPS is kept as the estimate that picks the points worth timing. With a
+    ``confidence`` the point also carries ``recall10_low``, the lower bound the target holds it to."""
 
-    def __init__(self, adapter, dataset, k, threads, recalls: dict):
+    def __init__(self, adapter, dataset, k, threads, recalls: dict, confidence: float = 0.0):
         self.adapter, self.ds, self.k, self.threads = adapter, dataset, k, threads
-        self.recalls = recalls  # point_key -> {"recall10", "recall10_ids"}
+        self.recalls = recalls  # point_key -> {"recall10", "recall10_se", "recall10_ids", "qps_estimate"}
+        self.confidence = confidence
 
     def __call__(self, params: dict) -> dict:
         key = results.point_key(params)
-        if key not in self.recalls:
+        if "recall10_se" not in self.recalls.get(key, {}):  # new, or saved before errors were kept
             t0 = time.perf_counter()
             ids = np.asarray(self.adapter.search(self.ds.test, self.k, params, self.threads))
             elapsed = time.perf_counter() - t0
+            per_query = knn_recall_per_query(ids, self.ds.train, self.ds.test, self.ds.distances, k=self.k,
+                                             metric=self.ds.metric)
             self.recalls[key] = {
                 "qps_estimate": self.ds.nq / elapsed if elapsed > 0 else None,
-                "recall10": knn_recall(ids, self.ds.train, self.ds.test, self.ds.distances, k=self.k, metric=self.ds.metric),
+                "recall10": float(per_query.mean()),
+                "recall10_se": recall_standard_error(per_query),
                 "recall10_ids": id_recall(ids, self.ds.neighbors, k=self.k),
             }
-        return self.recalls[key]
+        got = dict(self.recalls[key])
+        if self.confidence:
+            got["recall10_low"] = recall_lower_bound(got["recall10"], got["recall10_se"], self.confidence)
+        return got
 
 
 def sweep_points(adapter: Adapter, evaluate, config: RunConfig, reporter) -> list[dict]:
@@ -145,9 +160,10 @@ def sweep_points(adapter: Adapter, evaluate, config: RunConfig, reporter) -> lis
         def recall_of(v, combo=combo):
             params = {space.primary: v, **combo}
             reporter.phase(adapter.name, "sweeping " + _fmt(params))
-            recall = evaluate(params)["recall10"]
-            reporter.phase(adapter.name, f"recall10 {recall:.4f} at {_fmt(params)}")
-            return recall
+            got = evaluate(params)
+            low = f" (lower bound {got['recall10_low']:.4f})" if "recall10_low" in got else ""
+            reporter.phase(adapter.name, f"recall10 {got['recall10']:.4f}{low} at {_fmt(params)}")
+            return results.held_recall(got)
 
         if space.primary_values is not None:
             values = sorted(set(space.primary_values))
@@ -240,7 +256,7 @@ def run_index(
             state = saved
 
     build, pages = build_index(adapter, dataset, config, reporter)
-    evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"])
+    evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"], config.recall_confidence)
     param_sets = sweep_points(adapter, evaluate, config, reporter)
     knobs = set(param_sets[0]) if param_sets else set()
     # a baseline point from before a knob existed names it at 0, its "off" (as `gate` reads it)
@@ -338,20 +354,24 @@ def run_index(
         "run": {
             "k": k,
             "target_recall": config.target,
+            "recall_confidence": config.recall_confidence,
             "threads": list(config.threads),
             "modes": list(config.modes),
             "repeats": config.repeats,
             "warmup": config.warmup,
             "stat": config.stat,
             "single_queries": nsingle,
-            "recall_note": "recall10 of every point is measured on all nq queries with one batch search",
+            "recall_note": "recall10 of every point is measured on all nq queries with one batch search"
+                           + (f"; a point reaches the target when recall10_low, the lower end of its one-sided "
+                              f"{config.recall_confidence:g} confidence interval, does" if config.recall_confidence else ""),
             "primary_knob": adapter.param_space().primary,
             "time_points": config.time_points,
             "frontier_slack": SLACK if config.time_points == "frontier" else None,
         },
         "points": state["points"],
         "swept": [
-            {"params": p["params"], "recall10": p["recall10"], "recall10_ids": p["recall10_ids"],
+            {"params": p["params"], "recall10": p["recall10"], "recall10_se": p["recall10_se"],
+             **({"recall10_low": p["recall10_low"]} if "recall10_low" in p else {}), "recall10_ids": p["recall10_ids"],
              "qps_estimate": p.get("qps_estimate"), "timed": results.point_key(p["params"]) in to_time}
             for p in swept
         ],
@@ -373,7 +393,7 @@ def _concurrent_point(swept: list[dict], headline: list[dict], target: float) ->
     if heads:
         chosen = heads[0]["params"]
         return next(p for p in swept if p["params"] == chosen)
-    reach = [p for p in swept if p["recall10"] >= target]
+    reach = [p for p in swept if results.reaches(p, target)]
     if reach:
         return max(reach, key=lambda p: p.get("qps_estimate") or 0.0)
     return max(swept, key=lambda p: p["recall10"]) if swept else None
@@ -395,7 +415,7 @@ def _measure_concurrent(adapter: Adapter, dataset, config: RunConfig, swept, hea
     return {
         "params": params,
         "recall10": point["recall10"],
-        "reaches_target": point["recall10"] >= config.target,
+        "reaches_target": results.reaches(point, config.target),
         "duration_s": config.duration_s,
         "workers": "threads",
         "threads_per_call": 1,
@@ -418,6 +438,7 @@ def _finished(path: Path, identity: dict, config: RunConfig) -> dict | None:
         and run.get("threads") == list(config.threads)
         and run.get("modes") == list(config.modes)
         and run.get("target_recall") == config.target
+        and run.get("recall_confidence", 0.0) == config.recall_confidence
     )
     return r if same else None
 

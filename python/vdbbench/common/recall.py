@@ -9,6 +9,8 @@ repeated ids count as misses.
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
 
 METRICS = ("l2", "ip", "cosine")
@@ -103,3 +105,25 @@ def id_recall(ids: np.ndarray, gt_ids: np.ndarray, k: int = 10) -> float:
     for row, truth in zip(ids, gt):
         hits += len(set(row[row >= 0].tolist()) & set(truth.tolist()))
     return hits / (k * ids.shape[0]) if ids.shape[0] else 0.0
+
+
+def recall_standard_error(per_query: np.ndarray) -> float:
+    """The standard error of a mean recall over ``per_query`` (sample std / sqrt(n); 0 for n < 2)."""
+    per_query = np.asarray(per_query, dtype=np.float64)
+    n = per_query.size
+    return float(per_query.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+
+
+def recall_lower_bound(mean: float, standard_error: float, confidence: float) -> float:
+    """The lower end of a one-sided ``confidence`` interval of a mean recall (normal approximation:
+    mean - z * standard_error); ``confidence`` 0 means no interval, the mean itself.
+
+    A point read at recall 0.9502 on 2,000 queries (standard error ~0.002) is as likely as not to
+    read under 0.95 on other queries; held to its lower bound at 0.95 confidence it reaches a
+    0.95 target only near 0.954, and then holds on queries the run never saw.
+    """
+    if confidence == 0.0:
+        return float(mean)
+    if not 0.5 <= confidence < 1.0:
+        raise ValueError(f"recall confidence must be 0 (off) or in [0.5, 1), got {confidence}")
+    return float(mean - NormalDist().inv_cdf(confidence) * standard_error)
