@@ -5,8 +5,8 @@ Usage::
     python benchmarks/heldout_check.py RESULT.json [RESULT.json ...] [--queries N] [--reselect]
 
 A run made with `--queries Q` tuned its sweep on the first Q queries of its dataset; this
-rebuilds the same index through the benchmark's adapter (same build parameters and seed; faiss
-peers load their cached index), searches queries Q..Q+N (default: all the rest) at each distinct
+rebuilds the same index through the benchmark's adapter (same build parameters and seed; a peer
+whose index the benchmark caches, faiss and the graph libraries, loads it from the cache), searches queries Q..Q+N (default: all the rest) at each distinct
 headline parameter set, and prints the recall next to the run's. Exit 1 if any held-out recall is
 below the run's target.
 
@@ -26,6 +26,8 @@ import numpy as np
 
 from vdbbench.adapters.interface import RunOptions
 from vdbbench.bench.data import resolve
+from vdbbench.bench.results import dataset_sha256
+from vdbbench.bench.runner import NullReporter, RunConfig, build_index
 from vdbbench.common.recall import knn_recall
 from vdbbench.adapters.registry import adapter_class
 
@@ -54,8 +56,11 @@ def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | N
     params = index["params"]
     options = RunOptions(k=run["k"], nlist=params.get("nlist"), storage=params.get("storage", "u8+f16"),
                          seed=params.get("seed", 0))
+    if dataset_sha256(ds) != ds_info["sha256"]:
+        print(f"{path}: {dataset_ref(ds_info)} is not the data set the run measured (its hash differs)")
+        return False
     adapter = adapter_class(index["name"])(ds_info["dim"], ds_info["n"], ds_info["metric"], options)
-    adapter.build(base)
+    build_index(adapter, ds, RunConfig(options=options), NullReporter())
     done = {}
 
     def held(params) -> float:
@@ -70,8 +75,9 @@ def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | N
     for h in res["headline"]:
         held_recall = held(h["params"])
         ok &= held_recall >= run["target_recall"]
+        low = f" (lower bound {h['recall10_low']:.4f})" if h.get("recall10_low") is not None else ""
         print(f"{path.parent.name}/{path.name} {h['mode']} {h['threads']}t {h['params']}: recall@10 "
-              f"{h['recall10']:.4f} on the run's {seen} queries, {held_recall:.4f} on {len(queries)} held-out "
+              f"{h['recall10']:.4f}{low} on the run's {seen} queries, {held_recall:.4f} on {len(queries)} held-out "
               f"(target {run['target_recall']})")
     if reselect:
         for h in res["headline"]:
