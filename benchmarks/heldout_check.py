@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/heldout_check.py RESULT.json [RESULT.json ...] [--queries N] [--reselect]
+    python benchmarks/heldout_check.py FOLDER/ivf.json FOLDER/*.json --reselect   # every system of a run
 
 A run made with `--queries Q` tuned its sweep on the first Q queries of its dataset; this
 rebuilds the same index through the benchmark's adapter (same build parameters and seed; a peer
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, help="at most this many held-out queries (default all)")
     p.add_argument("--reselect", action="store_true", help="also pick each index's held-out headline")
     a = p.parse_args(argv)
+    # `FOLDER/ivf.json FOLDER/*.json`: ours first (the QPS ratios are over the first), each once
+    a.results = list(dict.fromkeys(r.resolve() for r in a.results))
     chosen: dict = {}
     ok = all([check(r, a.queries, a.reselect, chosen) for r in a.results])
     if a.reselect and len(a.results) > 1 and chosen:

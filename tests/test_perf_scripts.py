@@ -58,7 +58,7 @@ def test_every_tool_is_run_by_a_test():
 def peer_run(env, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("peers") / f"peers-{DATASET}"
     run(env, "peer_table.py", "--dataset", DATASET, "--queries", "300", "--peers", "faiss-ivf-flat,faiss-hnsw",
-        "--out", str(out), "--", "--repeats", "1", "--single-queries", "50")
+        "--out", str(out), "--", "--repeats", "1", "--single-queries", "50", "--recall-confidence", "0.95")
     return out
 
 
@@ -105,13 +105,16 @@ def test_heldout_check_reads_a_data_set_given_by_path(env, tmp_path):
 
 
 def test_heldout_check_rechecks_each_headline_on_unseen_queries(env, peer_run):
+    # as the README types it, `FOLDER/ivf.json FOLDER/*.json`: each result checked once, ours first
     proc = run(env, "heldout_check.py", str(peer_run / "ivf.json"), str(peer_run / "faiss-ivf-flat.json"),
-               "--queries", "200", "--reselect", ok=(0, 1))
-    lines = re.findall(r"^\S+ (batch|single) (\d)t .*: recall@10 ([\d.]+) on the run's 300 queries, ([\d.]+) on 200 held-out",
-                       proc.stdout, re.M)
+               str(peer_run / "ivf.json"), "--queries", "200", "--reselect", ok=(0, 1))
+    lines = re.findall(r"^\S+ (batch|single) (\d)t .*: recall@10 ([\d.]+) \(lower bound ([\d.]+)\) on the run's 300 "
+                       r"queries, ([\d.]+) on 200 held-out", proc.stdout, re.M)
     assert len(lines) == 8  # 2 results x 4 headlines
     ours = json.loads((peer_run / "ivf.json").read_text())["headline"]
-    assert {f"{h['recall10']:.4f}" for h in ours} == {seen for *_, seen, _ in lines[:4]}
+    assert {f"{h['recall10']:.4f}" for h in ours} == {seen for _, _, seen, _, _ in lines[:4]}
+    # the run held every system to its bound (--recall-confidence 0.95)
+    assert all(float(low) >= 0.95 for _, _, _, low, _ in lines)
     # exit 1 exactly when a held-out recall misses the target
     assert proc.returncode == (1 if min(float(held) for *_, held in lines) < 0.95 else 0)
     assert re.search(r"^  batch 1t: faiss-ivf-flat \d+\.\d\dx$", proc.stdout, re.M)

@@ -3,8 +3,8 @@
 with the engine's stage clocks (routing, prescore, wall) and counters beside each build's QPS.
 
 Usage: python benchmarks/perf/ab_many.py DATASET INDEX.vdb MODE NPROBE THREADS ROUNDS NAME=SO ...
-MODE is single (one query per call, the first NQ test queries; NQ=1000 unless set in the
-environment) or batch (one call of the first 1,000 test queries). Each NAME=SO is a copy of an
+MODE is single (one query per call, the first NQ test queries) or batch (one call of the first
+NQ test queries); NQ=1000 unless set in the environment. Each NAME=SO is a copy of an
 engine build (python/vdbbench/_rust_vdb*.so, or cargo's target/release/lib_rust_vdb.so) loaded
 as the module NAME._rust_vdb; the first is the reference the others' ratios are against.
 REORDER (environment, default unset) passes `reorder=` (the 4-bit prefilter) to every search,
@@ -47,7 +47,7 @@ for name, so in builds:
 sys.path.insert(0, pkgs)
 
 ds, _ = resolve(dataset)
-nq = int(os.environ.get("NQ", 1000)) if mode == "single" else 1000
+nq = int(os.environ.get("NQ", 1000))
 q = np.ascontiguousarray(ds.test[:nq], dtype=np.float32)
 engines = {name: importlib.import_module(name + "._rust_vdb").IvfIndex.load(index_path) for name, _ in builds}
 keys = ("routing_s", "prescore_s", "wall_s", "threads", "tails_read")
