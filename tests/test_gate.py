@@ -51,6 +51,18 @@ def test_unchanged_result_passes(baseline, tmp_path, capsys):
     assert "ok: recall10" in out and out.strip().endswith("gate: passed")
 
 
+def test_a_result_chosen_by_another_recall_rule_is_refused(baseline, tmp_path, capsys):
+    # headlines picked at the lower bound of recall are other points than the baseline's
+    # picked at the mean: their QPS ratios do not compare
+    res = json.loads((baseline / "faiss-ivf-flat.json").read_text())
+    res["run"]["recall_confidence"] = 0.95
+    (tmp_path / "faiss-ivf-flat.json").write_text(json.dumps(res))
+    assert gate(tmp_path / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json") == 1
+    out = capsys.readouterr().out
+    assert ("FAIL: result chose its headlines at recall@10 >= 0.95 (its 0.95 lower bound), baseline at "
+            "recall@10 >= 0.95 (the mean)") in out
+
+
 def test_recall_under_the_floor_fails(baseline, tmp_path, capsys):
     # a regression: four times the lists, so the baseline's nprobe now scans a quarter of the
     # data and finds fewer true neighbours; the floor is the recall the baseline had there

@@ -43,6 +43,10 @@ def check(
         bad.append(f"result used {res['dataset']['nq']} queries, baseline {base['dataset']['nq']}: "
                    f"recall is not comparable (run without --queries, or with the baseline's)")
 
+    if _rule(res) != _rule(base):
+        bad.append(f"result chose its headlines at {_say_rule(res)}, baseline at {_say_rule(base)}: its QPS ratios "
+                   f"are of other points (run with the baseline's --target-recall and --recall-confidence)")
+
     # Recall: absolute, at the parameters of each baseline headline (same params, once each).
     wanted: dict[str, dict] = {}
     for h in base["headline"]:
@@ -93,6 +97,18 @@ def check(
     if compared == 0 and not any(line.startswith("qps:") for line in bad):
         bad.append(f"qps: baseline and result share no mode/threads where both {res['index']['name']} and {peer} have a headline")
     return bad, ok
+
+
+def _rule(result: dict) -> tuple[float, float]:
+    """How a run chose its headlines: its target recall and its recall confidence (0: the mean)."""
+    run = result.get("run", {})
+    return run.get("target_recall", RECALL_TARGET), run.get("recall_confidence") or 0.0
+
+
+def _say_rule(result: dict) -> str:
+    target, confidence = _rule(result)
+    held = f" (its {confidence:g} lower bound)" if confidence else " (the mean)"
+    return f"recall@10 >= {target:g}{held}"
 
 
 def _same_point(params: dict, baseline: dict) -> bool:
