@@ -7,9 +7,9 @@ Usage::
 
 A run made with `--queries Q` tuned its sweep on the first Q queries of its dataset; this
 rebuilds the same index through the benchmark's adapter (same build parameters and seed; a peer
-whose index the benchmark caches, faiss and the graph libraries, loads it from the cache), searches queries Q..Q+N (default: all the rest) at each distinct
-headline parameter set, and prints the recall next to the run's. Exit 1 if any held-out recall is
-below the run's target.
+whose index the benchmark caches, faiss and the graph libraries, loads it from the cache),
+searches queries Q..Q+N (default: all the rest) at each distinct headline parameter set, and
+prints the recall next to the run's. Exit 1 if any held-out recall is below the run's target.
 
 --reselect: per mode, walk the run's timed points from the fastest down and keep the first whose
 held-out recall reaches the target (the headline the held-out queries would have chosen), print

@@ -18,7 +18,7 @@ from vdbbench.bench.concurrent import DEFAULT_CLIENTS, DEFAULT_DURATION_S, measu
 from vdbbench.bench.frontier import SLACK, select_for_timing
 from vdbbench.adapters.interface import Adapter, BuildInfo, RunOptions
 from vdbbench.common.recall import (
-    RECALL_TARGET, id_recall, knn_recall_per_query, recall_lower_bound, recall_standard_error,
+    RECALL_TARGET, check_confidence, id_recall, knn_recall_per_query, recall_lower_bound, recall_standard_error,
 )
 from vdbbench.bench.sweep import adaptive_values
 from vdbbench.bench.timing import time_batch, time_single
@@ -66,8 +66,7 @@ class RunConfig:
             raise ValueError(f"stat must be median or best, got {self.stat!r}")
         if not 0.0 < self.target <= 1.0:
             raise ValueError(f"target recall must be in (0, 1], got {self.target}")
-        if self.recall_confidence != 0.0 and not 0.5 <= self.recall_confidence < 1.0:
-            raise ValueError(f"recall confidence must be 0 (off) or in [0.5, 1), got {self.recall_confidence}")
+        check_confidence(self.recall_confidence)
         if self.time_points not in TIME_POINTS:
             raise ValueError(f"time_points must be frontier or all, got {self.time_points!r}")
         if not self.clients or any(c < 1 for c in self.clients):

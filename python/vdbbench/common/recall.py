@@ -122,8 +122,13 @@ def recall_lower_bound(mean: float, standard_error: float, confidence: float) ->
     read under 0.95 on other queries; held to its lower bound at 0.95 confidence it reaches a
     0.95 target only near 0.954, and then holds on queries the run never saw.
     """
+    check_confidence(confidence)
     if confidence == 0.0:
         return float(mean)
-    if not 0.5 <= confidence < 1.0:
-        raise ValueError(f"recall confidence must be 0 (off) or in [0.5, 1), got {confidence}")
     return float(mean - NormalDist().inv_cdf(confidence) * standard_error)
+
+
+def check_confidence(confidence: float) -> None:
+    """ValueError unless ``confidence`` is 0 (no interval) or a one-sided level in [0.5, 1)."""
+    if confidence != 0.0 and not 0.5 <= confidence < 1.0:
+        raise ValueError(f"recall confidence must be 0 (off) or in [0.5, 1), got {confidence}")
