@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from vdbbench.common.errors import UsageError
-from vdbbench.common.recall import RECALL_TARGET
+from vdbbench.common.recall import RECALL_TARGET, check_confidence
 
 # faiss (OpenMP) shares the process with our rayon pool during a run: its threads must wait
 # passively or they spin on a core after each call. This has to be set before faiss is first
@@ -191,8 +191,10 @@ def _config(args):
         raise UsageError(f"--single-queries expects an integer >= 1, got {args.single_queries}")
     if not 0.0 < args.target_recall <= 1.0:
         raise UsageError(f"--target-recall expects a value in (0, 1], got {args.target_recall}")
-    if args.recall_confidence != 0.0 and not 0.5 <= args.recall_confidence < 1.0:
-        raise UsageError(f"--recall-confidence expects 0 (off) or a value in [0.5, 1), got {args.recall_confidence}")
+    try:
+        check_confidence(args.recall_confidence)
+    except ValueError:
+        raise UsageError(f"--recall-confidence expects 0 (off) or a value in [0.5, 1), got {args.recall_confidence}") from None
     extra: tuple[dict, ...] = ()
     if args.baseline:
         base = _load(args.baseline)
