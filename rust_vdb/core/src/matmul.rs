@@ -3,7 +3,7 @@
 /// `out[i * n + j] = <a_i, b_j>` for the `m` rows of `a` and the `n` rows of `b` (`k` values
 /// each, row-major); `out` holds at least `m * n` values and is overwritten.
 ///
-/// Through the `gemm` crate (runtime-dispatched AVX-512 / AVX2+FMA / NEON / scalar kernels), on
+/// Through the `gemm` crates' f32 kernels (runtime-dispatched AVX-512 / AVX2+FMA / NEON / scalar), on
 /// the calling thread: callers parallelise over blocks themselves, so a block's result never
 /// depends on the thread count.
 pub fn dots_abt(a: &[f32], b: &[f32], k: usize, out: &mut [f32]) {
@@ -29,30 +29,39 @@ pub fn dots_abt(a: &[f32], b: &[f32], k: usize, out: &mut [f32]) {
     if m == 0 || n == 0 {
         return;
     }
-    // SAFETY: a is m x k row-major (column stride 1, row stride k); b read as its transpose
-    // (k x n: element (p, j) at b[j * k + p]); out is m x n row-major; the asserts above keep
-    // every access in bounds. With read_dst false, out's old values are never read.
+    // `gemm::gemm`'s own first step, so the products are its bits: where out's column stride
+    // (1) is the smaller, the transposed problem, out^T (n x m, column stride n) = b (n x k) .
+    // a^T (k x m); then the f32 kernel it dispatches to.
+    let (rows, cols, dst_cs, dst_rs, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs) = if n > 1 {
+        (n, m, n as isize, 1, b.as_ptr(), 1, k as isize, a.as_ptr(), k as isize, 1)
+    } else {
+        (m, n, 1, n as isize, a.as_ptr(), 1, k as isize, b.as_ptr(), k as isize, 1)
+    };
+    // SAFETY: a is m x k and b is n x k, row-major (element (i, p) at [i * k + p]), read through
+    // the strides above as a, a^T, b or b^T; out is m x n row-major, written as out or out^T;
+    // the asserts above keep every access in bounds. With read_dst false, out's old values are
+    // never read.
     unsafe {
-        gemm::gemm(
-            m,
-            n,
+        gemm_f32::gemm::f32::get_gemm_fn()(
+            rows,
+            cols,
             k,
             out.as_mut_ptr(),
-            1,
-            n as isize,
+            dst_cs,
+            dst_rs,
             false,
-            a.as_ptr(),
-            1,
-            k as isize,
-            b.as_ptr(),
-            k as isize,
-            1,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            rhs,
+            rhs_cs,
+            rhs_rs,
             0.0f32,
             1.0f32,
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            gemm_common::Parallelism::None,
         );
     }
 }
