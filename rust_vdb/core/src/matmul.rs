@@ -3,9 +3,9 @@
 /// `out[i * n + j] = <a_i, b_j>` for the `m` rows of `a` and the `n` rows of `b` (`k` values
 /// each, row-major); `out` holds at least `m * n` values and is overwritten.
 ///
-/// Through the `gemm` crates' f32 kernels (runtime-dispatched AVX-512 / AVX2+FMA / NEON / scalar), on
-/// the calling thread: callers parallelise over blocks themselves, so a block's result never
-/// depends on the thread count.
+/// Through the `gemm` crates' f32 kernels (runtime-dispatched AVX-512 / AVX2+FMA / NEON /
+/// scalar), on the calling thread: callers parallelise over blocks themselves, so a block's
+/// result never depends on the thread count.
 pub fn dots_abt(a: &[f32], b: &[f32], k: usize, out: &mut [f32]) {
     let m = a.len().checked_div(k).unwrap_or(0);
     let n = b.len().checked_div(k).unwrap_or(0);
