@@ -7,9 +7,12 @@
 //! until they hold `ROUTE_FACTOR * max(nprobe, default nprobe)` centroids, and picks its
 //! nprobe lists among those only.
 //!
-//! The lists two-level routing picks differ a little from flat routing's (never the nearest;
-//! recall@10 within ~0.002 at equal nprobe, benchmarks/results/perf.md); the floor of the
-//! default nprobe serves diffuse data, whose nearest lists often sit outside the nearest group.
+//! The lists two-level routing picks differ a little from flat routing's (never the nearest).
+//! Recall@10 at equal nprobe is within ~0.002 on the replica (benchmarks/results/perf.md) and
+//! ~0.003 lower on real SIFT descriptors (0.9517 against 0.9546 at nprobe 54 on photo-sift-a).
+//! Scoring every centroid to win that back cost more than the ~6% of codes it saves on AVX2
+//! (benchmarks/results/perf-prefilter.md, round 6). The floor of the default nprobe serves
+//! diffuse data, whose nearest lists often sit outside the nearest group.
 //!
 //! With "l2" over "u8+f16" storage, two-level routing ranks its candidates over the centroids'
 //! u8 codes (the index's own Sq8 quantizer, derived when the centroids are set, never stored)
