@@ -291,6 +291,27 @@ def test_runner_with_recall_confidence_picks_the_cheapest_point_whose_bound_reac
     assert all("recall10_low" not in p for p in plain["points"])
 
 
+def test_resume_with_a_recall_confidence_holds_kept_points_to_it(small, tmp_path):
+    # an interrupted mean-only run resumed with --recall-confidence: its kept points are judged
+    # by their bounds, so the headline is the confidence run's, not the mean's cheaper point
+    plain_cfg = _cfg(modes=("batch",), target=0.96)
+    adapter = adapter_class("faiss-ivf-flat")(small.dim, small.n, small.metric, plain_cfg.options)
+    plain = run_index(adapter, small, plain_cfg, tmp_path)
+    partial = {
+        "identity": {"dataset_sha256": plain["dataset"]["sha256"], "nq": small.nq, "index": "faiss-ivf-flat",
+                     "params": adapter.build_params(), "k": 10},
+        "recalls": {}, "points": plain["points"],
+    }
+    (tmp_path / "faiss-ivf-flat.partial.json").write_text(json.dumps(partial))
+    (tmp_path / "faiss-ivf-flat.json").unlink()
+    resumed = run_index(adapter, small, _cfg(modes=("batch",), target=0.96, recall_confidence=0.95), tmp_path,
+                        resume=True)
+    assert all("recall10_low" in p for p in resumed["points"])
+    (h,) = resumed["headline"]
+    assert h["recall10_low"] >= 0.96
+    assert h["params"]["nprobe"] > plain["headline"][0]["params"]["nprobe"]
+
+
 def test_a_knob_off_at_zero_is_not_ordered_against_its_other_values():
     # Our `reorder`: 0 turns the prefilter off and scans every row's u8 codes (faster in a batch,
     # slower one query per call), so a point with reorder 100 and a few more lists is a genuine

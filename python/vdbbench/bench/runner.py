@@ -268,6 +268,11 @@ def run_index(
     results.write_json(partial_path, state)
 
     swept = [{"params": p, **evaluate(p)} for p in param_sets]
+    # points kept from an interrupted run are held to this run's recall rule (a --resume with
+    # another --recall-confidence must not judge them by the bound they were saved with)
+    for point in state["points"]:
+        point.pop("recall10_low", None)
+        point.update({key: v for key, v in evaluate(point["params"]).items() if key != "qps_estimate"})
     if config.time_points == "all" or adapter.param_space().primary_values is not None:
         # every point, also when the user listed the knob values to measure (--nprobe 1,2,4)
         to_time = {results.point_key(p) for p in param_sets}
