@@ -113,3 +113,24 @@ def test_scripted_model_replays_and_finishes():
     assert reply.usage["prompt_tokens"] >= 1
     with pytest.raises(ModelFinished):
         m.query([], TOOL_SCHEMAS)
+
+
+def test_a_reply_that_is_not_a_completion_is_retried_and_odd_fields_are_normalised():
+    # A choice without its message (a proxy's or a buggy server's 200) crashed the loop with an
+    # AttributeError out of parse_completion; arguments sent as a JSON object and token counts
+    # sent as strings crashed it later (str methods on a dict, arithmetic on "12").
+    no_message = (200, {}, {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                            "choices": [{"index": 0, "finish_reason": "stop"}]})
+    odd = ok({"content": 5, "tool_calls": [{"id": "a", "type": "function",
+                                            "function": {"name": "note", "arguments": {"text": "x"}}}]})
+    odd[2]["usage"] = {"prompt_tokens": "12", "completion_tokens": "3", "total_tokens": "15"}
+    sleeps = []
+    with Server([no_message, odd]) as srv:
+        reply = model(srv.url, sleeps).query([{"role": "user", "content": "x"}], TOOL_SCHEMAS)
+    assert "no assistant message" in reply.attempts[0].error and len(sleeps) == 1
+    assert reply.content == "5"
+    assert [(c.name, json.loads(c.arguments)) for c in reply.tool_calls] == [("note", {"text": "x"})]
+    assert reply.usage == {"prompt_tokens": 12, "completion_tokens": 3} and reply.attempts[-1].total_tokens == 15
+    with Server([no_message] * 2) as srv:
+        with pytest.raises(ModelUnavailable, match="no assistant message"):  # the session stops cleanly, resumable
+            model(srv.url, [], retries=1).query([{"role": "user", "content": "x"}], TOOL_SCHEMAS)

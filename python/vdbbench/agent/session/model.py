@@ -71,9 +71,16 @@ class Model(Protocol):
     def query(self, messages: Sequence[dict], tools: Sequence[dict]) -> ModelReply: ...
 
 
+class MalformedResponse(ValueError):
+    """A 200 answer that is not a chat completion (no message in its choice, a garbled body): a
+    server fault, retried like a 5xx."""
+
+
 def _retryable(exc: Exception) -> bool:
     import openai
 
+    if isinstance(exc, (MalformedResponse, json.JSONDecodeError)):
+        return True
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
                         openai.InternalServerError)):
         return True
@@ -130,6 +137,7 @@ class OpenAIModel:
             t0 = time.perf_counter()
             try:
                 resp = self.client.chat.completions.create(**kwargs)
+                reply = parse_completion(resp)
             except Exception as exc:  # noqa: BLE001 - classified below
                 latency = time.perf_counter() - t0
                 attempts.append(Attempt(attempt, latency, error=f"{type(exc).__name__}: {str(exc)[:500]}"))
@@ -140,37 +148,66 @@ class OpenAIModel:
                 self.sleep(self._delay(attempt, exc))
                 continue
             latency = time.perf_counter() - t0
-            reply = parse_completion(resp)
             usage = getattr(resp, "usage", None)
             choice = resp.choices[0] if getattr(resp, "choices", None) else None
+            finish = getattr(choice, "finish_reason", None)
             attempts.append(Attempt(
                 attempt, latency,
-                prompt_tokens=getattr(usage, "prompt_tokens", None),
-                completion_tokens=getattr(usage, "completion_tokens", None),
-                total_tokens=getattr(usage, "total_tokens", None),
-                finish_reason=getattr(choice, "finish_reason", None),
+                prompt_tokens=_count(getattr(usage, "prompt_tokens", None)),
+                completion_tokens=_count(getattr(usage, "completion_tokens", None)),
+                total_tokens=_count(getattr(usage, "total_tokens", None)),
+                finish_reason=finish if isinstance(finish, str) else None,
             ))
             reply.attempts = attempts
             return reply
         raise AssertionError("unreachable")
 
 
+def _count(value) -> int | None:
+    """A token count as the server sent it, as an int (None when it is not a count)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value) -> str:
+    """Tool-call arguments as raw JSON text: a server that sends an object gets it re-encoded."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def parse_completion(resp) -> ModelReply:
-    """The assistant message of a chat completion, tolerant of what real servers send."""
+    """The assistant message of a chat completion, tolerant of what real servers send;
+    MalformedResponse when its choice has no message."""
     if not getattr(resp, "choices", None):
         return ModelReply(content="", reasoning_content=None, tool_calls=[])
-    msg = resp.choices[0].message
+    if not isinstance(resp.choices, list):
+        raise MalformedResponse(f"`choices` is a {type(resp.choices).__name__}, not a list")
+    msg = getattr(resp.choices[0], "message", None)
+    if msg is None or isinstance(msg, (str, int, float, list, dict)):
+        raise MalformedResponse("the completion's choice has no assistant message")
+    content = getattr(msg, "content", None)
     extra = getattr(msg, "model_extra", None) or {}
     reasoning = getattr(msg, "reasoning_content", None) or extra.get("reasoning_content") or extra.get("reasoning")
     calls = []
-    for n, tc in enumerate(getattr(msg, "tool_calls", None) or []):
+    raw_calls = getattr(msg, "tool_calls", None) or []
+    if not isinstance(raw_calls, list):
+        raise MalformedResponse(f"`tool_calls` is a {type(raw_calls).__name__}, not a list")
+    for n, tc in enumerate(raw_calls):
         fn = getattr(tc, "function", None)
+        tc_id = getattr(tc, "id", None)
+        name = getattr(fn, "name", None) if fn else None
         calls.append(ToolCall(
-            id=getattr(tc, "id", None) or f"call_{n}_{random.randrange(1 << 30):x}",
-            name=(getattr(fn, "name", None) or "") if fn else "",
-            arguments=(getattr(fn, "arguments", None) or "") if fn else "",
+            id=tc_id if isinstance(tc_id, str) and tc_id else f"call_{n}_{random.randrange(1 << 30):x}",
+            name=name if isinstance(name, str) else "",
+            arguments=_text(getattr(fn, "arguments", None)) if fn else "",
         ))
-    return ModelReply(content=msg.content, reasoning_content=reasoning if isinstance(reasoning, str) else None, tool_calls=calls)
+    return ModelReply(content=content if content is None or isinstance(content, str) else str(content),
+                      reasoning_content=reasoning if isinstance(reasoning, str) else None, tool_calls=calls)
 
 
 # -- the deterministic model of offline tests -------------------------------------------------
