@@ -246,3 +246,30 @@ def test_the_task_text_states_the_data_as_loaded(card):
     assert "- Data: `sift-1m` (1,234 base vectors of dimension 4, metric l2)." in system
     assert "0 base vectors" not in prompts.system_prompt(prompts.packaged(), sift, machine())
     assert "$" not in system  # every template field filled
+
+
+def test_a_write_that_fails_on_a_full_disk_leaves_the_file_as_it_was(ws, card):
+    # write_text truncated the file before writing: when the disk filled up (here: the kernel's
+    # file-size limit, which fails a write() just as ENOSPC does), the model's earlier edits to
+    # that file were lost along with the new text. The write must be whole or not at all.
+    resource = pytest.importorskip("resource")
+    import signal
+
+    tools = FileTools(ws, card)
+    lib = ws / "core" / "src" / "lib.rs"
+    before = lib.read_text()
+    huge = "// " + "x" * 20_000 + "\n"
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, old_limit[1]))
+    try:
+        edited = tools.edit_file("core/src/lib.rs", "fn a() {}", huge)
+        written = tools.write_file("core/src/lib.rs", huge)
+        created = tools.write_file("core/src/new.rs", huge)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+    for res in (edited, written, created):
+        assert not res.ok and "unchanged" in res.text, res.text
+    assert lib.read_text() == before
+    assert sorted(p.name for p in lib.parent.iterdir()) == ["build.rs", "lib.rs"]  # no half-written file left

@@ -227,7 +227,9 @@ class FileTools:
         p.parent.mkdir(parents=True, exist_ok=True)
         # The guard checked every existing component; a freshly made parent is a plain folder.
         existed = p.exists()
-        p.write_text(content, encoding="utf-8")
+        failed = _write_whole(p, content, path)
+        if failed is not None:
+            return failed
         return ToolResult(f"{'overwrote' if existed else 'created'} {path} ({len(content.splitlines())} lines)")
 
     def edit_file(self, path: str, old: str, new: str) -> ToolResult:
@@ -250,13 +252,37 @@ class FileTools:
             return ToolResult(f"edit not applied: `old` occurs {count} times in {path}; include more surrounding lines so it matches exactly once", ok=False)
         at = text.index(old)
         updated = text[:at] + new + text[at + len(old):]
-        p.write_text(updated, encoding="utf-8")
+        failed = _write_whole(p, updated, path)
+        if failed is not None:
+            return failed
         first = text[:at].count("\n") + 1
         lines = updated.splitlines()
         last = first + new.count("\n")
         lo, hi = max(1, first - 2), min(len(lines), last + 2)
         snippet = "\n".join(f"{i}| {lines[i - 1]}" for i in range(lo, hi + 1))
         return ToolResult(f"edited {path} at line {first}:\n{snippet}")
+
+
+def _write_whole(p: Path, text: str, shown: str) -> ToolResult | None:
+    """Write `text` to `p` whole or not at all (a temporary file renamed over it): a full disk
+    must not leave the model's file truncated. None when written, else the result to return."""
+    tmp = p.with_name(f".{p.name}.vdbbench-write")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if p.exists():
+            os.chmod(tmp, p.stat().st_mode & 0o7777)
+        os.replace(tmp, p)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return ToolResult(f"write not applied: {exc.strerror or exc} while writing {shown}; the file is unchanged "
+                          "(the harness's disk may be full)", ok=False)
+    return None
 
 
 # -- harness tools: they act through the session ----------------------------------------------
