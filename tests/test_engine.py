@@ -439,3 +439,19 @@ def test_the_shared_ivf_defaults_are_what_an_index_does(small):
     with pytest.raises(vb.InvalidInput) as search:
         built(base).search(queries[:1], k=10, rerank=5)
     assert str(rule.value) == str(search.value)
+
+
+def test_rerank_and_reorder_above_ntotal_mean_every_candidate(small):
+    # A rerank or reorder larger than the index is "all of them", not a buffer of that size:
+    # 2**62 used to abort the search with a capacity-overflow panic.
+    base, queries = small
+    idx = built(base)
+    ref = idx.search(queries, k=10, nprobe=16, rerank=len(base))
+    for huge in (len(base) + 1, 10**7, 2**62):
+        got = idx.search(queries, k=10, nprobe=16, rerank=huge)
+        np.testing.assert_array_equal(got[1], ref[1])
+    ref = idx.search(queries[:3], k=10, nprobe=16, reorder=len(base))
+    for huge in (len(base) + 1, 2**62):
+        got = idx.search(queries[:3], k=10, nprobe=16, reorder=huge)
+        np.testing.assert_array_equal(got[1], ref[1])
+

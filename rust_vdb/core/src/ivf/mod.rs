@@ -346,7 +346,9 @@ impl IvfIndex {
             None => DEFAULT_RERANK.max(k),
             Some(r) => {
                 crate::validate::rerank(r, k)?;
-                r
+                // More candidates than the index holds is all of them: a huge rerank would
+                // otherwise size the candidate buffers by it (capacity overflow).
+                r.min(self.ntotal)
             }
         };
         let probe_ratio = match tuning.probe_ratio {
@@ -366,7 +368,7 @@ impl IvfIndex {
             Some(r) if r < k => {
                 return crate::invalid!("reorder={r} is below k={k}: expected 0 (off) or reorder >= k")
             }
-            Some(r) => r,
+            Some(r) => r.min(self.ntotal), // as rerank: at most every row
         };
         Ok(SearchParams {
             k,
