@@ -455,3 +455,26 @@ def test_rerank_and_reorder_above_ntotal_mean_every_candidate(small):
         got = idx.search(queries[:3], k=10, nprobe=16, reorder=huge)
         np.testing.assert_array_equal(got[1], ref[1])
 
+
+def test_a_misaligned_float32_view_is_copied_not_refused(small):
+    # np.frombuffer at an odd offset: float32, C-contiguous, but not aligned for f32. It used
+    # to raise TypeError ("not contiguous or is misaligned") from train, add and search.
+    base, queries = small
+
+    def misaligned(a):
+        out = np.frombuffer(b"\0" + a.tobytes(), dtype=a.dtype, offset=1, count=a.size)
+        out = out.reshape(a.shape)
+        assert not out.flags.aligned and out.flags.c_contiguous
+        return out
+
+    idx = vb.IvfIndex(24, nlist=16, storage="f32")
+    idx.train(misaligned(base))
+    idx.add(misaligned(base), ids=misaligned(np.arange(len(base), dtype=np.int64) * 2))
+    ref = built(base, storage="f32")
+    d, i = idx.search(misaligned(queries), k=5, nprobe=4)
+    rd, ri = ref.search(queries, k=5, nprobe=4)
+    np.testing.assert_array_equal(i, ri * 2)
+    np.testing.assert_array_equal(d, rd)
+    flat = vb.FlatIndex(24)
+    flat.add(misaligned(base))
+    np.testing.assert_array_equal(flat.search(misaligned(queries), k=3)[1], flat.search(queries, k=3)[1])

@@ -20,11 +20,27 @@ fn shape_str(shape: &[usize]) -> String {
     }
 }
 
+/// Whether a numpy array's data is aligned for its dtype (a view at an odd byte offset of a
+/// buffer is not, and cannot be read as a slice).
+fn aligned(a: &Bound<'_, PyAny>) -> PyResult<bool> {
+    a.getattr("flags")?.getattr("aligned")?.extract()
+}
+
+/// `a` itself when aligned, else an aligned copy (`ascontiguousarray` keeps a misaligned
+/// array that already has the dtype and order asked for).
+fn realigned(a: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
+    if aligned(&a)? {
+        Ok(a)
+    } else {
+        a.call_method0("copy")
+    }
+}
+
 /// A 2-D float32 C-contiguous view of `obj` with `dim` columns.
 ///
-/// float32 C-contiguous arrays are used in place. Other real dtypes (float64, float16,
-/// integers) and other layouts are converted once to float32 C order; bool, complex, object
-/// and string data are refused.
+/// float32 C-contiguous aligned arrays are used in place. Other real dtypes (float64,
+/// float16, integers) and other layouts (a misaligned view too) are converted once to float32
+/// C order; bool, complex, object and string data are refused.
 pub fn matrix<'py>(
     obj: &Bound<'py, PyAny>,
     dim: usize,
@@ -32,7 +48,8 @@ pub fn matrix<'py>(
 ) -> PyResult<PyReadonlyArray2<'py, f32>> {
     let py = obj.py();
     let arr = match obj.cast::<PyArray2<f32>>() {
-        Ok(a) if a.is_c_contiguous() => a.clone(),
+        // (the alignment read from the pointer: no Python call on the hot path)
+        Ok(a) if a.is_c_contiguous() && a.data().is_aligned() => a.clone(),
         _ => {
             let np = py.import("numpy")?;
             let a = np.call_method1("asarray", (obj,)).map_err(|e| {
@@ -56,7 +73,7 @@ pub fn matrix<'py>(
                 )));
             }
             let c = np.call_method1("ascontiguousarray", (a, np.getattr("float32")?))?;
-            c.cast_into::<PyArray2<f32>>()?
+            realigned(c)?.cast_into::<PyArray2<f32>>()?
         }
     };
     let shape = arr.shape();
@@ -101,7 +118,7 @@ pub fn ids<'py>(obj: &Bound<'py, PyAny>, n: usize) -> PyResult<PyReadonlyArray1<
         }
     }
     let c = np.call_method1("ascontiguousarray", (a, np.getattr("int64")?))?;
-    Ok(c.cast_into::<numpy::PyArray1<i64>>()?.readonly())
+    Ok(realigned(c)?.cast_into::<numpy::PyArray1<i64>>()?.readonly())
 }
 
 /// A non-negative count argument (k, nprobe, rerank, threads) checked with its name.
