@@ -297,3 +297,33 @@ def test_single_query_sharing_is_a_process_policy(index_and_queries):
         np.testing.assert_array_equal(d1, d2)
     finally:
         vb.single_query_sharing("auto")
+
+
+def test_two_threads_saving_to_one_path_leave_a_whole_file(tmp_path):
+    # Both saves used one temporary name (per process): their bytes mixed, one renamed the
+    # other's half-written file into place (a checksum-failing file) and the other failed.
+    rng = np.random.default_rng(4)
+    a = vb.IvfIndex(16, nlist=8, storage="f32")
+    a.train(rng.standard_normal((400, 16)).astype(np.float32))
+    a.add(rng.standard_normal((20_000, 16)).astype(np.float32))
+    b = vb.IvfIndex(16, nlist=4, storage="f32")
+    b.train(rng.standard_normal((400, 16)).astype(np.float32))
+    b.add(rng.standard_normal((100, 16)).astype(np.float32))
+    path = tmp_path / "x.vdb"
+    for _ in range(8):
+        errors = []
+
+        def save(ix):
+            try:
+                ix.save(path)
+            except Exception as e:  # noqa: BLE001 - collected and asserted below
+                errors.append(e)
+
+        ts = [threading.Thread(target=save, args=(ix,)) for ix in (a, b)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert errors == []
+        assert vb.IvfIndex.load(path).ntotal in (a.ntotal, b.ntotal)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.vdb"]  # no temporary left

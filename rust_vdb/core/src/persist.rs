@@ -1,9 +1,10 @@
 //! Save/load of an IvfIndex: magic, format version, header, payload, crc32; load verifies
 //! everything before building the index, and save writes a temporary file then renames it.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use half::f16;
 
@@ -109,12 +110,29 @@ pub fn save(idx: &IvfIndex, path: &Path) -> Result<()> {
             path.display()
         ))
     })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp: PathBuf = dir.join(tmp_name);
+    // The temporary file is this save's own (process id and a per-process count, created
+    // exclusively): two saves to one path at once, from two threads, must not write into the
+    // same file, or one renames the other's half-written bytes into place.
+    static SAVES: AtomicU64 = AtomicU64::new(0);
+    let (tmp, f) = loop {
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        let n = SAVES.fetch_add(1, Ordering::Relaxed);
+        tmp_name.push(format!(".tmp{}-{n}", std::process::id()));
+        let tmp: PathBuf = dir.join(tmp_name);
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => break (tmp, f),
+            // left by a killed process that had this id: take the next name
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(VdbError::Io {
+                    context: format!("cannot create {}", tmp.display()),
+                    source: e,
+                })
+            }
+        }
+    };
     let result = (|| -> Result<()> {
-        let f = File::create(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
         let mut w = CrcWriter {
             inner: BufWriter::with_capacity(1 << 20, f),
             crc: crc32fast::Hasher::new(),
