@@ -478,3 +478,16 @@ def test_a_misaligned_float32_view_is_copied_not_refused(small):
     flat = vb.FlatIndex(24)
     flat.add(misaligned(base))
     np.testing.assert_array_equal(flat.search(misaligned(queries), k=3)[1], flat.search(queries, k=3)[1])
+
+
+def test_probe_ratio_is_judged_before_its_cast_to_f32(small):
+    # The f64 -> f32 cast used to decide: 1e-300 became 0 (silently off), 0.99999999 became
+    # 1 (accepted, though below 1), a finite 1e300 became inf (refused as "probe_ratio=inf").
+    base, queries = small
+    idx = built(base)
+    for below in (1e-300, 0.99999999, -1e-300):
+        with pytest.raises(vb.InvalidInput, match=f"probe_ratio={below!r}: expected"):
+            idx.search(queries, k=10, nprobe=12, probe_ratio=below)
+    plain = idx.search(queries, k=10, nprobe=12)
+    wide = idx.search(queries, k=10, nprobe=12, probe_ratio=1e300)
+    np.testing.assert_array_equal(plain[1], wide[1])

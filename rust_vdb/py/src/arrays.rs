@@ -129,6 +129,18 @@ pub fn count(name: &str, v: i64, min: i64) -> PyResult<usize> {
     Ok(v as usize)
 }
 
+/// `probe_ratio` as the engine's f32, refused here while it is still the caller's f64: the
+/// cast alone turned 1e-300 into 0 (off, where below 1 is refused), 0.99999999 into 1, and
+/// a finite 1e300 into inf (refused). A finite ratio above f32::MAX is f32::MAX (all lists).
+pub fn ratio(r: f64) -> PyResult<f32> {
+    if r != 0.0 && !(r.is_finite() && r >= 1.0) {
+        return Err(invalid(format!(
+            "probe_ratio={r:?}: expected 0 (off) or a finite ratio >= 1"
+        )));
+    }
+    Ok(r.min(f32::MAX as f64) as f32)
+}
+
 /// (D, I) as numpy arrays of shape (nq, k), handing over the vectors without a copy.
 pub fn results<'py>(
     py: Python<'py>,

@@ -130,7 +130,7 @@ impl IvfIndex {
         let threads = opt_count("threads", threads, 1)?;
         let tuning = Tuning {
             reorder: opt_count("reorder", reorder, 0)?,
-            probe_ratio: probe_ratio.map(|r| r as f32),
+            probe_ratio: probe_ratio.map(arrays::ratio).transpose()?,
         };
         let qs = q.as_slice()?;
         let nq = qs.len() / dim;
