@@ -61,3 +61,29 @@ def test_the_tree_digest_covers_sources_and_not_the_trees_own_git_and_target(tmp
     assert workspace._tree_digest(tmp_path) == first
     (tmp_path / "src" / "target" / "mod.rs").write_text("pub fn b() {}\n")
     assert workspace._tree_digest(tmp_path) != first
+
+
+def test_an_interrupted_build_or_test_run_takes_its_process_group_with_it(tmp_path):
+    # A build or cargo test runs in a session of its own, so Ctrl-C at the terminal never reached
+    # it: when the harness was interrupted mid-build, cargo (and its rustc children) went on for
+    # up to the card's timeout, burning the cores the resumed session's judge then timed on.
+    import os
+    import signal
+
+    pids = tmp_path / "pids"
+    script = f"sleep 30 & echo $$ $! > {pids}; wait"
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        workspace._run_limited(["sh", "-c", script], tmp_path, dict(os.environ), 60)
+    group, child = (int(x) for x in pids.read_text().split())
+    for _ in range(50):  # the kill is sent before the interrupt goes on; allow the reaping
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(group, signal.SIGKILL)
+        pytest.fail("the build's process group outlived the interrupt")
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)

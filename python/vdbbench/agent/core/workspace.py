@@ -196,20 +196,32 @@ def _cargo_env(target_dir: Path, extra: dict[str, str]) -> dict[str, str]:
 
 
 def _run_limited(cmd: list[str], cwd: Path, env: dict, timeout: float) -> tuple[int | None, str, str]:
-    """Run in a new process group; on timeout kill the group. Returns (rc or None, out, err)."""
+    """Run in a new process group; on timeout kill the group. Returns (rc or None, out, err).
+
+    The group is killed too when the wait is interrupted (Ctrl-C, SIGTERM): in a session of its
+    own it gets no Ctrl-C from the terminal, and a cargo build or test run left behind would go
+    on burning the cores the resumed session's judge times on."""
+    import signal
+
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
         return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
     except subprocess.TimeoutExpired:
-        import signal
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
         return None, out.decode(errors="replace"), err.decode(errors="replace")
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        raise
 
 
 def first_errors(messages: list[dict], limit: int = 3, max_chars: int = 4000,
