@@ -365,6 +365,41 @@ def test_killed_harness_resumes_without_losing_the_accepted_change(cargo_target,
         assert git_log(run / "workspace")[0].split()[0] == commit
 
 
+def test_a_full_disk_while_a_winner_becomes_the_best_leaves_the_old_best_whole(cargo_target, user_repo, tmp_path, monkeypatch):
+    # The disk fills up as the accepted library is copied to builds/best. The branch had already
+    # moved: the session went on with its old best while HEAD was the winner ("no_change" for the
+    # same edit) and judged every later submission against a truncated best library ("crashed").
+    import errno
+
+    import vdbbench.agent.evaluation.judge as judge_mod
+
+    real_copy = judge_mod.shutil.copy2
+    armed = []
+
+    def copy2(src, dst, *a, **k):
+        if armed and Path(dst).parent.name == "best":
+            armed.clear()
+            Path(dst).write_bytes(b"\x7fELF")  # what a write cut short by ENOSPC leaves
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_copy(src, dst, *a, **k)
+
+    steps = [{"tool_calls": [edit(IMPROVE), ("submit", {"message": "one pass"})]},
+             {"tool_calls": [("submit", {"message": "one pass, the disk has room again"})]}]
+    session = Session.create(load_task(user_repo / "task.toml"), ScriptedModel(steps), tmp_path / "runs", "full")
+    start = session.best.commit
+    monkeypatch.setattr(judge_mod.shutil, "copy2", copy2)
+    armed.append(True)
+    end = session.run()
+    events = read_events(tmp_path / "runs" / "full" / "journal.jsonl")
+    first = next(e for e in events if e["type"] == "tool_result" and e["name"] == "submit")
+    assert not first["ok"] and "No space left" in first["text"]
+    assert [d["outcome"] for d in decisions(events)] == ["accepted"], [d["reason"] for d in decisions(events)]
+    commit = decisions(events)[0]["commit"]
+    assert commit != start and git_log(session.ws)[0].split()[0] == commit and len(git_log(session.ws)) == 2
+    assert end["best"]["commit"] == commit
+    assert (session.builds / "best" / "COMMIT").read_text() == commit
+
+
 def test_trees_sharing_a_target_folder_each_get_their_own_library(cargo_target, user_repo, tmp_path):
     """Two extracted trees of the same crate built in one target folder (the best version rebuilt
     on resume, or sessions sharing a folder) must each get a library built from their own code,

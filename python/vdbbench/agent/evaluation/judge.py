@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,10 +280,35 @@ class Judge:
             return Decision("flagged", f"the change measured as a gain on this card's data ({measured}) but its recall does "
                                        "not hold on the transfer targets, where the engine must work too: " + "; ".join(texts),
                             findings=texts, **common)
-        wsp.adopt_commit(self.ws, sha)
-        shutil.copy2(lib, self.best_lib)
-        (self.builds / "best" / "COMMIT").write_text(sha)
+        self._make_best(lib, sha)
         return Decision("accepted", measured, commit=sha, findings=result.texts(), **common)
+
+    def _make_best(self, lib: Path, sha: str) -> None:
+        """Commit `sha` and its library become the best together. What needs disk space (the
+        library's copy, the marker) is written beside the old ones before the branch moves, and
+        renamed over them after: a full disk leaves the old best whole and the branch where it
+        was (the error goes to the model; the working copy can be submitted again), never a
+        moved branch with a truncated best library the session no longer matches."""
+        marker = self.builds / "best" / "COMMIT"
+        staged_lib = self.best_lib.with_name(self.best_lib.name + ".next")
+        staged_marker = marker.with_name("COMMIT.next")
+        interrupted = None
+        try:
+            shutil.copy2(lib, staged_lib)
+            staged_marker.write_text(sha)
+            wsp.adopt_commit(self.ws, sha)
+        except BaseException as exc:
+            if wsp.head(self.ws) != sha:  # the branch did not move: the old best stands whole
+                staged_lib.unlink(missing_ok=True)
+                staged_marker.unlink(missing_ok=True)
+                wsp.unstage(self.ws)
+                raise
+            # The branch moved and only the index refresh failed (the index holds its tree already).
+            interrupted = exc if not isinstance(exc, Exception) else None
+        os.replace(staged_lib, self.best_lib)
+        os.replace(staged_marker, marker)
+        if interrupted is not None:
+            raise interrupted
 
     def check_transfer(self, lib: Path, sha: str) -> list[dict]:
         """Recall of a would-be best on the card's transfer targets (vdbbench.agent.evaluation.transfer),
