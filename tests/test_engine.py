@@ -491,3 +491,33 @@ def test_probe_ratio_is_judged_before_its_cast_to_f32(small):
     plain = idx.search(queries, k=10, nprobe=12)
     wide = idx.search(queries, k=10, nprobe=12, probe_ratio=1e300)
     np.testing.assert_array_equal(plain[1], wide[1])
+
+
+@pytest.mark.parametrize("storage", ["f16", "u8+f16"])
+def test_values_beyond_f16_are_refused_where_vectors_are_kept_as_f16(small, storage):
+    # |x| >= 65520 rounds to an infinite f16: every distance to such a vector was inf and
+    # the search returned arbitrary ids (recall@10 ~0.002), silently.
+    base, queries = small
+    big = base * 1e5
+    idx = vb.IvfIndex(24, nlist=16, storage=storage)
+    idx.train(big)
+    with pytest.raises(vb.InvalidInput, match="65504") as e:
+        idx.add(big)
+    assert "row 0" in str(e.value) and "'f32'" in str(e.value)
+    assert idx.ntotal == 0
+    fits = base * (65504 / np.abs(base).max())  # the largest f16 value still fits
+    idx.add(fits)
+    f32 = built(big, storage="f32")  # f32 storage keeps them
+    f32.add(big)
+    for metric in ("ip", "cosine"):  # cosine stores the normalised rows: no limit
+        ix = vb.IvfIndex(24, nlist=16, metric=metric, storage=storage)
+        ix.train(big)
+        if metric == "ip":
+            with pytest.raises(vb.InvalidInput, match="65504"):
+                ix.add(big)
+        else:
+            ix.add(big)
+            flat = vb.FlatIndex(24, metric=metric)
+            flat.add(big)
+            _, got = ix.search(big[:5], k=1, nprobe=16)
+            np.testing.assert_array_equal(got, flat.search(big[:5], k=1)[1])

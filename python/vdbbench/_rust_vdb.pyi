@@ -109,9 +109,11 @@ class IvfIndex:
         self, x: ArrayLike2D, ids: npt.ArrayLike | None = None, threads: int | None = None
     ) -> None:
         """Adds (n, dim) vectors with ids ntotal..ntotal+n-1, or with ``ids`` (n,) integers
-        >= 0. NotReady before train. Lists are filled one after another (in parallel over
-        lists, ``threads`` caps it) and their scanned blocks advised onto transparent huge
-        pages on Linux, as after ``load`` (``VDBBENCH_HUGEPAGES=0`` turns that off)."""
+        >= 0. NotReady before train; InvalidInput for a value beyond f16's +-65504 where
+        vectors are kept as f16 ("f16", "u8+f16"; "cosine" stores unit rows). Lists are
+        filled one after another (in parallel over lists, ``threads`` caps it) and their
+        scanned blocks advised onto transparent huge pages on Linux, as after ``load``
+        (``VDBBENCH_HUGEPAGES=0`` turns that off)."""
     def search(
         self,
         queries: ArrayLike2D,

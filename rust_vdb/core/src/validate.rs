@@ -31,6 +31,24 @@ pub fn finite(data: &[f32], dim: usize, what: &str) -> Result<()> {
     )))
 }
 
+/// The smallest magnitude that rounds to an infinite f16 (f16's largest value is 65504).
+pub const F16_OVERFLOW: f32 = 65520.0;
+
+/// Refuses values an f16 copy cannot hold (they would be stored as infinities, and every
+/// distance to them be inf), naming the first offending row and column.
+pub fn f16_range(data: &[f32], dim: usize, what: &str, storage: &str) -> Result<()> {
+    let Some(pos) = data.iter().position(|v| v.abs() >= F16_OVERFLOW) else {
+        return Ok(());
+    };
+    Err(VdbError::InvalidInput(format!(
+        "{what} contains {} at row {}, column {}: storage '{storage}' keeps vectors as f16, \
+         whose values lie within +-65504; scale the data down or use storage 'f32'",
+        data[pos],
+        pos / dim.max(1),
+        pos % dim.max(1)
+    )))
+}
+
 /// Checks the dimension of a matrix given as (rows, cols).
 pub fn dim_matches(cols: usize, dim: usize, what: &str) -> Result<()> {
     if cols != dim {

@@ -102,6 +102,10 @@ impl IvfIndex {
             return Ok(());
         }
         let x = &*self.metric.prepare_rows(x, self.dim);
+        if self.storage != Storage::F32 {
+            // (after cosine's normalisation: what is stored)
+            validate::f16_range(x, self.dim, "vectors", self.storage.name())?;
+        }
         // Nothing is mutated before every vector is assigned: an interrupted add leaves the
         // index as it was.
         let asg = self.assign_lists(x, threads, interrupt)?;
