@@ -85,7 +85,8 @@ class Journal:
         existing = read_events(self.path)
         self.seq = existing[-1]["seq"] + 1 if existing else 0
         self.iteration = max((e.get("iteration", 0) for e in existing), default=0)
-        self._fh = self.path.open("a", encoding="utf-8")
+        # Unbuffered: an event is in the file whole or not at all (see append).
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _truncate_torn_tail(self) -> None:
         """Drop a half-written last line so the next event starts on a line of its own."""
@@ -108,21 +109,47 @@ class Journal:
             "iteration": self.iteration,
             **payload,
         }
-        self._fh.write(json.dumps(event, ensure_ascii=False, default=_jsonable) + "\n")
-        self._fh.flush()
-        if type in _DURABLE:
-            os.fsync(self._fh.fileno())
+        line = (json.dumps(event, ensure_ascii=False, default=_jsonable) + "\n").encode("utf-8")
+        fd = self._fd
+        if fd is None:
+            raise ValueError("the journal is closed")
+        size = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            if type in _DURABLE:
+                os.fsync(fd)
+        except BaseException:
+            # A full disk (or an interrupt) mid-line: take the part written back out, so the event
+            # is not half in the file, nor completed later by a buffer's retry under a seq the
+            # next event reuses. The caller sees the error; the journal stays whole.
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise
         self.seq += 1
         return event
 
     def events(self) -> list[dict]:
         return read_events(self.path)
 
+    def __del__(self):
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def close(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def _jsonable(obj):
