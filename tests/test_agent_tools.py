@@ -273,3 +273,15 @@ def test_a_write_that_fails_on_a_full_disk_leaves_the_file_as_it_was(ws, card):
         assert not res.ok and "unchanged" in res.text, res.text
     assert lib.read_text() == before
     assert sorted(p.name for p in lib.parent.iterdir()) == ["build.rs", "lib.rs"]  # no half-written file left
+
+
+@pytest.mark.parametrize("path, why", [("core/src/lib.rs\x00", "NUL"), ("core/src/lib.rs/x.rs", "is a file, not a folder")])
+def test_paths_no_file_can_have_are_refused_not_harness_errors(ws, card, path, why):
+    # A NUL in the path (ValueError) or a file used as a folder (FileExistsError, NotADirectoryError)
+    # escaped the tools as exceptions: the model read "harness error", and the journal logged a
+    # harness fault for what is bad model output.
+    tools = FileTools(ws, card)
+    for result in (tools.write_file(path, "x"), tools.edit_file(path, "fn", "x"), tools.read_file(path),
+                   tools.list_files(path), tools.search("fn", path)):
+        assert not result.ok and result.refused and why in result.text, result.text
+    assert (ws / "core" / "src" / "lib.rs").read_text().startswith("fn a() {}")

@@ -155,6 +155,8 @@ def resolve_path(ws: Path, card: TaskCard, rel: str, *, for_write: bool) -> Path
     if not isinstance(rel, str) or rel.strip() == "":
         raise PathRefused("path must be a non-empty string relative to the workspace root")
     rel = rel.strip()
+    if "\0" in rel:
+        raise PathRefused(f"{rel!r} contains a NUL character; no file name can")
     if rel.startswith(("/", "\\", "~")) or re.match(r"^[A-Za-z]:", rel):
         raise PathRefused(f"{rel!r} is absolute; paths are relative to the workspace root")
     parts = [p for p in rel.replace("\\", "/").split("/") if p not in ("", ".")]
@@ -168,6 +170,8 @@ def resolve_path(ws: Path, card: TaskCard, rel: str, *, for_write: bool) -> Path
         cur = cur / p
         if cur.is_symlink():
             raise PathRefused(f"{rel!r} goes through a symbolic link ({cur.relative_to(ws)}); refused")
+        if cur.is_file() and cur != ws.joinpath(*parts):
+            raise PathRefused(f"{rel!r} goes through {cur.relative_to(ws).as_posix()}, which is a file, not a folder")
     if for_write and not card.is_editable(norm):
         raise PathRefused(
             f"{rel!r} is not editable in this task; you may write only {', '.join(card.editable)} "
