@@ -500,18 +500,18 @@ def test_values_beyond_f16_are_refused_where_vectors_are_kept_as_f16(small, stor
     base, queries = small
     big = base * 1e5
     idx = vb.IvfIndex(24, nlist=16, storage=storage)
-    idx.train(big)
+    idx.train(base)
     with pytest.raises(vb.InvalidInput, match="65504") as e:
         idx.add(big)
     assert "row 0" in str(e.value) and "'f32'" in str(e.value)
     assert idx.ntotal == 0
     fits = base * (65504 / np.abs(base).max())  # the largest f16 value still fits
     idx.add(fits)
-    f32 = built(big, storage="f32")  # f32 storage keeps them
+    f32 = built(base, storage="f32")  # f32 storage keeps them
     f32.add(big)
     for metric in ("ip", "cosine"):  # cosine stores the normalised rows: no limit
         ix = vb.IvfIndex(24, nlist=16, metric=metric, storage=storage)
-        ix.train(big)
+        ix.train(base)
         if metric == "ip":
             with pytest.raises(vb.InvalidInput, match="65504"):
                 ix.add(big)
@@ -521,3 +521,19 @@ def test_values_beyond_f16_are_refused_where_vectors_are_kept_as_f16(small, stor
             flat.add(big)
             _, got = ix.search(big[:5], k=1, nprobe=16)
             np.testing.assert_array_equal(got, flat.search(big[:5], k=1)[1])
+
+
+@pytest.mark.parametrize("metric", ["l2", "ip"])
+def test_training_values_beyond_f16_are_refused_for_every_storage(small, metric):
+    # The centroids are kept as f16 values whatever the storage: trained on |x| >= 65520
+    # they were infinities, and an "f32" index put every vector in one list ("l2": a full
+    # scan per query) or probed the wrong lists ("ip": recall@10 0.79 at nprobe 1 of 20).
+    base, _ = small
+    for storage in ("f32", "f16", "u8+f16"):
+        idx = vb.IvfIndex(24, nlist=16, metric=metric, storage=storage)
+        with pytest.raises(vb.InvalidInput, match="centroids.*65504"):
+            idx.train(base * 1e5)
+        assert not idx.is_trained
+    cos = vb.IvfIndex(24, nlist=16, metric="cosine", storage="f32")
+    cos.train(base * 1e5)  # unit rows
+    assert cos.is_trained

@@ -35,14 +35,15 @@ pub fn finite(data: &[f32], dim: usize, what: &str) -> Result<()> {
 pub const F16_OVERFLOW: f32 = 65520.0;
 
 /// Refuses values an f16 copy cannot hold (they would be stored as infinities, and every
-/// distance to them be inf), naming the first offending row and column.
-pub fn f16_range(data: &[f32], dim: usize, what: &str, storage: &str) -> Result<()> {
+/// distance to them be inf), naming the first offending row and column; `why` says what is
+/// kept as f16.
+pub fn f16_range(data: &[f32], dim: usize, what: &str, why: &str) -> Result<()> {
     let Some(pos) = data.iter().position(|v| v.abs() >= F16_OVERFLOW) else {
         return Ok(());
     };
     Err(VdbError::InvalidInput(format!(
-        "{what} contains {} at row {}, column {}: storage '{storage}' keeps vectors as f16, \
-         whose values lie within +-65504; scale the data down or use storage 'f32'",
+        "{what} contains {} at row {}, column {}: {why} as f16, whose values lie within \
+         +-65504; scale the data down",
         data[pos],
         pos / dim.max(1),
         pos % dim.max(1)
