@@ -104,7 +104,8 @@ class IvfIndex:
     def train(self, x: ArrayLike2D, threads: int | None = None) -> None:
         """Seeded k-means (k-means++ init, training sets above 256 * nlist subsampled, no
         empty lists) on (n, dim) vectors, and the u8 quantizer for "u8+f16". Needs
-        n >= nlist. Refused (InvalidInput) once vectors were added."""
+        n >= nlist. Refused (InvalidInput) once vectors were added, and for "l2"/"ip" on a
+        value beyond +-65504 (the centroids are kept as f16 values)."""
     def add(
         self, x: ArrayLike2D, ids: npt.ArrayLike | None = None, threads: int | None = None
     ) -> None:
