@@ -297,6 +297,62 @@ fn bench_table(o: &Opts, k: &Kernels, d: &Data, scalar: &mut Vec<(String, f64)>)
     }
 }
 
+/// The 4-bit prefilter's scan (`fs_below`, and `fs_below_many` for 2 and 4 queries over the same
+/// rows) on `ROWS` rows of random codes, tables of random entries up to `pq4::ENTRY_MAX`, each
+/// query's threshold at the 5% quantile of its sums (about the share that passes in a real
+/// scan), so the emission of passing rows is timed too. ns/vec is per row and query; GB/s counts
+/// the codes (dim / 4 bytes a row) once per query.
+fn bench_fs(o: &Opts, k: &Kernels, scalar: &mut Vec<(String, f64)>) {
+    let dim = o.dim;
+    if !dim.is_multiple_of(4) {
+        return;
+    }
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let lut_len = dim / 4 * 64;
+    let packed: Vec<u8> = (0..ROWS / 32 * (dim / 4) * 32).map(|_| next() as u8).collect();
+    let luts: Vec<Vec<u8>> = (0..kernels::FS_MANY)
+        .map(|_| (0..lut_len).map(|_| (next() % 128) as u8).collect())
+        .collect();
+    let (mut pos, mut dist) = (vec![0u32; ROWS * kernels::FS_MANY], vec![0u32; ROWS * kernels::FS_MANY]);
+    let thrs: Vec<u32> = luts
+        .iter()
+        .map(|l| {
+            let n = (k.fs_below)(&packed, ROWS, l, u32::MAX, &mut pos, &mut dist);
+            let mut d = dist[..n].to_vec();
+            d.sort_unstable();
+            d[ROWS / 20]
+        })
+        .collect();
+    let mut counts = [0usize; kernels::FS_MANY];
+    for g in [1usize, 2, 4] {
+        let kernel = if g == 1 { "fs_below".to_string() } else { format!("fs_below_many({g} q)") };
+        let name = format!("{kernel}({})", k.name);
+        if !o.filters.is_empty() && !o.filters.iter().any(|p| name.contains(p.as_str())) {
+            continue;
+        }
+        let refs: Vec<&[u8]> = luts[..g].iter().map(|l| l.as_slice()).collect();
+        let (ns, median) = time_it(o, ROWS * g, || {
+            if g == 1 {
+                black_box((k.fs_below)(black_box(&packed), ROWS, refs[0], thrs[0], &mut pos, &mut dist));
+            } else {
+                (k.fs_below_many)(black_box(&packed), ROWS, &refs, &thrs[..g], &mut pos, &mut dist, &mut counts);
+                black_box(&counts);
+            }
+        });
+        let scalar_ns = scalar.iter().find(|(n, _)| *n == kernel).map(|(_, t)| *t);
+        if k.level == kernels::SimdLevel::Scalar {
+            scalar.push((kernel, ns));
+        }
+        print_row(&Row { name, ns, median, bytes_per_row: dim / 4, scalar_ns });
+    }
+}
+
 /// Streaming-read bandwidth: `threads` threads each sum their share of a large buffer.
 fn read_bandwidth(buf: &[u64], threads: usize) -> f64 {
     let chunk = buf.len().div_ceil(threads);
@@ -506,6 +562,10 @@ fn main() {
     let mut scalar = vec![];
     for k in &tables {
         bench_table(&o, k, &d, &mut scalar);
+    }
+    let mut scalar_fs = vec![];
+    for k in &tables {
+        bench_fs(&o, k, &mut scalar_fs);
     }
     if o.filters.is_empty() || o.filters.iter().any(|f| f == "bandwidth") {
         bandwidth(&o);
