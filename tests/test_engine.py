@@ -537,3 +537,24 @@ def test_training_values_beyond_f16_are_refused_for_every_storage(small, metric)
     cos = vb.IvfIndex(24, nlist=16, metric="cosine", storage="f32")
     cos.train(base * 1e5)  # unit rows
     assert cos.is_trained
+
+
+@pytest.mark.parametrize("scale", [1e20, 1e-40])
+def test_cosine_does_not_depend_on_the_length_even_beyond_f32_squares(small, scale):
+    # The norm was summed from f32 squares: components ~1e20 overflow them (inf norm) and
+    # ~1e-40 underflow them (0 norm), so such rows were normalised to zeros and every
+    # similarity was 0 (ids in index order), in FlatIndex and IvfIndex alike.
+    base, queries = small
+    unit = base / np.linalg.norm(base, axis=1, keepdims=True)
+    want = np.argsort(-(queries @ unit.T), axis=1, kind="stable")[:, :5]
+    scaled = (base * np.float32(scale)).astype(np.float32)
+    qs = (queries * np.float32(scale)).astype(np.float32)
+    flat = vb.FlatIndex(24, metric="cosine")
+    flat.add(scaled)
+    d, i = flat.search(qs, k=5)
+    np.testing.assert_array_equal(i, want)
+    assert (d > 0.5).all()
+    idx = vb.IvfIndex(24, nlist=16, metric="cosine", storage="f32")
+    idx.train(scaled)
+    idx.add(scaled)
+    np.testing.assert_array_equal(idx.search(qs, k=5, nprobe=16)[1], want)

@@ -92,12 +92,23 @@ impl Metric {
 pub fn normalize_rows(data: &mut [f32], dim: usize) {
     for row in data.chunks_exact_mut(dim) {
         let n: f32 = row.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if n > 0.0 {
+        if n.is_finite() && n >= NORM_F32_MIN {
             let inv = 1.0 / n;
             row.iter_mut().for_each(|x| *x *= inv);
+        } else {
+            // The squares overflowed f32 (components ~1e19 and up) or fell below its normal
+            // range (~1e-19 and down): in f64, or such a row became zeros (a zero vector) or
+            // lost its direction, though cosine does not depend on the length.
+            let n = row.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+            if n > 0.0 {
+                row.iter_mut().for_each(|x| *x = (*x as f64 / n) as f32);
+            }
         }
     }
 }
+
+/// Norms from here up were summed from squares within f32's normal range.
+const NORM_F32_MIN: f32 = 1e-18;
 
 #[cfg(test)]
 mod tests {
