@@ -400,6 +400,31 @@ def test_a_full_disk_while_a_winner_becomes_the_best_leaves_the_old_best_whole(c
     assert (session.builds / "best" / "COMMIT").read_text() == commit
 
 
+def test_a_session_interrupted_before_its_reference_line_measures_it_on_resume(cargo_target, user_repo, tmp_path, monkeypatch):
+    # Ctrl-C (or a kill) after the start version was measured but before the reference line was
+    # journaled: the session resumed fine but never measured the reference, so its report,
+    # page and leaderboard had no reference line for good.
+    from vdbbench.agent.session import startup
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(startup, "measure_reference", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Session.create(load_task(user_repo / "task.toml"), ScriptedModel([]), tmp_path / "runs", "ref")
+    monkeypatch.undo()
+    run = tmp_path / "runs" / "ref"
+    assert not [e for e in read_events(run / "journal.jsonl") if e["type"] == "reference"]
+    end = Session.resume(run, ScriptedModel([])).run()
+    events = read_events(run / "journal.jsonl")
+    refs = [e for e in events if e["type"] == "reference"]
+    baseline = next(e for e in events if e["type"] == "evaluation" and e["best"] is None)
+    assert len(refs) == 1 and refs[0]["source"] == "start" and refs[0]["qps"] == pytest.approx(baseline["candidate"]["qps"])
+    assert end["reason"] == "model_finished"
+    Session.resume(run, ScriptedModel([])).run()  # and only once
+    assert len([e for e in read_events(run / "journal.jsonl") if e["type"] == "reference"]) == 1
+
+
 def test_trees_sharing_a_target_folder_each_get_their_own_library(cargo_target, user_repo, tmp_path):
     """Two extracted trees of the same crate built in one target folder (the best version rebuilt
     on resume, or sessions sharing a folder) must each get a library built from their own code,

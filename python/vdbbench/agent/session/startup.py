@@ -5,6 +5,8 @@ the journal from the commit's metrics trailer."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from vdbbench.agent.core import workspace as wsp
 from vdbbench.agent.evaluation import reference
 from vdbbench.agent.session.node import moved_since_last_segment
@@ -49,6 +51,22 @@ def restore(session: SessionApi) -> None:
         session.emit("evaluation", **report.journal_payload())
         if report.candidate:
             session.best = Best(session.best.commit, report.candidate.qps, report.candidate.recall10)
+    _missing_reference(session)
+
+
+def _missing_reference(session: SessionApi) -> None:
+    """The reference line a fault kept out of the journal (the session stopped between its
+    baseline and its reference), measured now; a reference that failed is not retried."""
+    if session.card.reference.source == "none" or session.facts().reference is not None:
+        return
+    events = session.events()
+    if any(e.get("type") == "error" and e.get("where") == "reference" for e in events):
+        return
+    baseline = next((e["candidate"] for e in events if e.get("type") == "evaluation" and e.get("split", "heldout") == "heldout"
+                     and e.get("best") is None and isinstance(e.get("candidate"), dict) and e["candidate"].get("qps")), None)
+    if baseline is None and reference.is_start(session.card):
+        return  # no baseline measured on this card's start: nothing to stand for the reference
+    measure_reference(session, SimpleNamespace(**baseline) if baseline is not None else None)
 
 
 def baseline(session: SessionApi):
