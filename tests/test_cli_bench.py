@@ -151,3 +151,22 @@ def test_unreachable_dataset_is_a_clear_message_not_a_traceback(unreachable_data
     assert rc == 2
     assert "cannot load dataset 'away'" in err and "127.0.0.1:9/away.hdf5" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("duration", ["nan", "inf"])
+def test_a_duration_that_is_not_a_finite_number_of_seconds_is_bad_usage(duration, tmp_path, capsys):
+    # nan and inf passed the `<= 0` check, and --mode concurrent then ran its clients forever
+    rc = run("--index", "flat", "--mode", "concurrent", "--clients", "1", "--threads", "1",
+             "--duration", duration, "--out", str(tmp_path / "o"))
+    assert rc == 2
+    assert "--duration expects seconds > 0" in capsys.readouterr().err
+
+
+def test_k_beyond_the_ground_truth_is_bad_usage_not_a_failed_index(tmp_path, capsys):
+    # the ground truth holds 100 neighbours per query: --k 101 used to build the index, then
+    # report "ivf failed and was skipped: ValueError: ground-truth distances ..." and exit 1
+    rc = run("--index", "flat", "--mode", "batch", "--threads", "1", "--k", "101", "--out", str(tmp_path / "o"))
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--k 101 exceeds the 100 ground-truth neighbours per query" in err
+    assert "failed" not in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import sys
 from dataclasses import replace
@@ -183,7 +184,7 @@ def _config(args):
     if bad or not modes:
         raise UsageError(f"--mode expects batch, single and/or concurrent, got {args.mode!r}")
     clients = _int_list("--clients", args.clients)
-    if args.duration <= 0:
+    if not 0 < args.duration < math.inf:  # nan and inf too: a concurrent run would never end
         raise UsageError(f"--duration expects seconds > 0, got {args.duration}")
     if args.repeats < 1:
         raise UsageError(f"--repeats expects an integer >= 1, got {args.repeats}")
@@ -322,6 +323,10 @@ def cmd_run(args) -> int:
             f"[bold yellow]WARNING: {args.dataset} is not available here; measuring on the generated "
             f"replica {ds.name} instead (recorded as synthetic in every result).[/]"
         )
+    gt_k = ds.neighbors.shape[1] if ds.neighbors is not None else ds.n
+    if args.k > min(gt_k, ds.n):  # found now, before any index is built, not as a failed index
+        have = (f"the {gt_k} ground-truth neighbours per query" if gt_k < ds.n else f"the {ds.n:,} vectors")
+        raise UsageError(f"--k {args.k} exceeds {have} of {ds.name}")
     if args.nlist is not None and args.nlist > ds.n:
         raise UsageError(f"--nlist {args.nlist} exceeds the {ds.n:,} vectors of {ds.name}")
     adapters = _adapters(names, args.index, ds, config.options, console)
