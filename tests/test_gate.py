@@ -124,6 +124,32 @@ def test_gate_usage_errors(baseline, tmp_path, capsys):
     assert "no such result file" in capsys.readouterr().err
 
 
+def test_a_damaged_baseline_is_a_clear_error_not_a_traceback(baseline, tmp_path, capsys):
+    # valid JSON with the schema but a broken structure (hand-edited, merged badly) used to
+    # end in a KeyError/TypeError traceback and exit 1, which reads as "gate failed"
+    good = json.loads((baseline / "faiss-ivf-flat.json").read_text())
+    for name, damage in [("headline", "oops"), ("headline", [{"mode": "batch"}]), ("dataset", {}), ("run", [])]:
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**good, name: damage}))
+        assert gate(baseline / "faiss-ivf-flat.json", bad) == 2
+        assert gate(bad, baseline / "faiss-ivf-flat.json") == 2
+        err = capsys.readouterr().err
+        assert f"not a well-formed vdbbench result ({name} must be" in err
+
+
+def test_a_peer_result_from_another_dataset_is_refused(baseline, tmp_path, capsys):
+    # two runs into one --out: ours measured again on other data, the peer's file left from the
+    # first run; the ratio of the two is of nothing, and the gate used to pass on it
+    same = tmp_path / "same"
+    shutil.copytree(baseline, same)
+    peer = json.loads((same / "faiss-ivf-sq8.json").read_text())
+    peer["dataset"].update(name="synth-sift-6k", sha256="0" * 64)
+    (same / "faiss-ivf-sq8.json").write_text(json.dumps(peer))
+    assert gate(same / "faiss-ivf-flat.json", baseline / "faiss-ivf-flat.json", "--peer", "faiss-ivf-sq8") == 2
+    err = capsys.readouterr().err
+    assert "was measured on synth-sift-6k" in err and "not the same run" in err
+
+
 def test_a_baseline_from_before_a_knob_names_its_point_at_zero():
     # benchmarks/baselines/synth-sift-20k predates `reorder`: its headline {nprobe, rerank} is
     # the result's point with reorder 0 (off), not a missing one; any other value is not it.

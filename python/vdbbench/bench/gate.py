@@ -9,14 +9,22 @@ from vdbbench.bench.results import headline_entry, load_result
 from vdbbench.common.recall import RECALL_TARGET
 
 
-def _peer_result(result_path: Path, peer: str, what: str) -> dict:
+def _peer_result(result_path: Path, peer: str, what: str, ours: dict) -> dict:
     path = Path(result_path).parent / f"{peer}.json"
     try:
-        return load_result(path)
+        r = load_result(path)
     except ValueError:
         raise ValueError(
             f"no result for peer {peer!r} next to the {what} ({path}); run with --compare {peer}"
         ) from None
+    # a peer file left in the folder by an earlier run on other data would give a ratio of nothing
+    if (r["dataset"]["sha256"], r["dataset"]["nq"]) != (ours["dataset"]["sha256"], ours["dataset"]["nq"]):
+        raise ValueError(
+            f"the peer result next to the {what} ({path}) was measured on {r['dataset']['name']} "
+            f"({r['dataset']['nq']} queries), the {what} on {ours['dataset']['name']} "
+            f"({ours['dataset']['nq']} queries): not the same run; run with --compare {peer}"
+        )
+    return r
 
 
 def check(
@@ -70,8 +78,8 @@ def check(
     if peer is None:
         ok.append("QPS not gated (no --peer given)")
         return bad, ok
-    peer_res = _peer_result(result_path, peer, "result")
-    peer_base = _peer_result(baseline_path, peer, "baseline")
+    peer_res = _peer_result(result_path, peer, "result", res)
+    peer_base = _peer_result(baseline_path, peer, "baseline", base)
     compared = 0
     for h in base["headline"]:
         mode, t = h["mode"], h["threads"]

@@ -185,7 +185,27 @@ def load_result(path) -> dict:
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise ValueError(f"{path}: result lacks {', '.join(missing)}")
+    damage = _damage(data)
+    if damage:  # a hand-edited or damaged file: say so here, not as a KeyError in the reader
+        raise ValueError(f"{path}: not a well-formed vdbbench result ({damage})")
     return data
+
+
+def _damage(data: dict) -> str | None:
+    """What is wrong with the shape of a result that has every required key, or None."""
+    for key, fields in (("dataset", ("name", "sha256", "nq")), ("index", ("name",))):
+        if not isinstance(data[key], dict) or any(f not in data[key] for f in fields):
+            return f"{key} must be an object with {', '.join(fields)}"
+    if not isinstance(data.get("run", {}), dict):
+        return "run must be an object"
+    for key, fields in (("points", ("params", "mode", "threads", "recall10")),
+                        ("headline", ("params", "mode", "threads", "qps"))):
+        rows = data[key]
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and all(f in r for f in fields) for r in rows):
+            return f"{key} must be a list of objects with {', '.join(fields)}"
+        if not all(isinstance(r["params"], dict) or (key == "headline" and r["params"] is None) for r in rows):
+            return f"every {key} entry's params must be an object"
+    return None
 
 
 def label(result: dict) -> str:
