@@ -7,6 +7,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,10 +127,12 @@ class _PointEvaluator:
     that call's QPS is kept as the estimate that picks the points worth timing. With a
     ``confidence`` the point also carries ``recall10_low``, the lower bound the target holds it to."""
 
-    def __init__(self, adapter, dataset, k, threads, recalls: dict, confidence: float = 0.0):
+    def __init__(self, adapter, dataset, k, threads, recalls: dict, confidence: float = 0.0,
+                 saved: Callable[[], None] = lambda: None):
         self.adapter, self.ds, self.k, self.threads = adapter, dataset, k, threads
         self.recalls = recalls  # point_key -> {"recall10", "recall10_se", "recall10_ids", "qps_estimate"}
         self.confidence = confidence
+        self.saved = saved  # called after each new recall: the sweep is kept as it goes, for --resume
 
     def __call__(self, params: dict) -> dict:
         key = results.point_key(params)
@@ -145,6 +148,7 @@ class _PointEvaluator:
                 "recall10_se": recall_standard_error(per_query),
                 "recall10_ids": id_recall(ids, self.ds.neighbors, k=self.k),
             }
+            self.saved()
         got = dict(self.recalls[key])
         if self.confidence:
             got["recall10_low"] = recall_lower_bound(got["recall10"], got["recall10_se"], self.confidence)
@@ -255,7 +259,10 @@ def run_index(
             state = saved
 
     build, pages = build_index(adapter, dataset, config, reporter)
-    evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"], config.recall_confidence)
+    # each swept recall is written as soon as it is measured: an interrupted sweep (minutes on
+    # 1M vectors) is not measured again by --resume
+    evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"], config.recall_confidence,
+                               saved=lambda: results.write_json(partial_path, state))
     param_sets = sweep_points(adapter, evaluate, config, reporter)
     knobs = set(param_sets[0]) if param_sets else set()
     # a baseline point from before a knob existed names it at 0, its "off" (as `gate` reads it)
