@@ -116,6 +116,8 @@ def read_ann_hdf5(path: str | os.PathLike, name: str | None = None, k: int = 10)
             arrays = {}
             for key in ("train", "test"):
                 ds = f[key]
+                if not isinstance(ds, h5py.Dataset):
+                    raise DatasetError(f"{path}: {key} is an HDF5 group, not an array (n, dim)")
                 if ds.ndim != 2:
                     raise DatasetError(f"{path}: {key} must be 2-d (n, dim), got shape {ds.shape}")
                 if ds.dtype.kind not in "fiu":
@@ -128,19 +130,28 @@ def read_ann_hdf5(path: str | os.PathLike, name: str | None = None, k: int = 10)
                     f"test ({arrays['test'].shape[1]})"
                 )
             dim_attr = f.attrs.get("dimension")
-            if dim_attr is not None and int(dim_attr) != arrays["train"].shape[1]:
+            try:
+                dim_attr = None if dim_attr is None else int(dim_attr)
+            except (TypeError, ValueError):
+                raise DatasetError(f"{path}: attribute dimension={dim_attr!r} is not an integer") from None
+            if dim_attr is not None and dim_attr != arrays["train"].shape[1]:
                 raise DatasetError(
-                    f"{path}: attribute dimension={int(dim_attr)} but train has {arrays['train'].shape[1]} columns"
+                    f"{path}: attribute dimension={dim_attr} but train has {arrays['train'].shape[1]} columns"
                 )
             synthetic = bool(f.attrs.get("vdbbench_synthetic", False))  # written by write_ann_hdf5
             neighbors = distances = None
             if "neighbors" in f:
                 nb = f["neighbors"]
-                if nb.dtype.kind not in "iu":
-                    raise DatasetError(f"{path}: neighbors has dtype {nb.dtype}; expected integers (int32/int64)")
+                if not isinstance(nb, h5py.Dataset) or nb.dtype.kind not in "iu":
+                    raise DatasetError(f"{path}: neighbors has dtype {getattr(nb, 'dtype', 'group')}; "
+                                       f"expected integers (int32/int64)")
                 neighbors = nb[()].astype(np.int64)
                 if "distances" in f:
-                    distances = np.asarray(f["distances"][()], dtype=np.float32)
+                    di = f["distances"]
+                    if not isinstance(di, h5py.Dataset) or di.dtype.kind not in "fiu":
+                        raise DatasetError(f"{path}: distances has dtype {getattr(di, 'dtype', 'group')}; "
+                                           f"expected numbers (float32)")
+                    distances = np.asarray(di[()], dtype=np.float32)
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read HDF5 file: {exc}") from exc
     ds = Dataset(
@@ -156,6 +167,11 @@ def read_ann_hdf5(path: str | os.PathLike, name: str | None = None, k: int = 10)
             raise DatasetError(
                 f"{path}: neighbors has shape {neighbors.shape}; at least {k} columns are needed for recall@{k}"
             )
+        # Checked before distances are recomputed from the ids (which would index with them).
+        if neighbors.shape[0] != ds.nq:
+            raise DatasetError(f"{path}: neighbors has {neighbors.shape[0]} rows for {ds.nq} queries (test)")
+        if neighbors.size and (neighbors.min() < 0 or neighbors.max() >= ds.n):
+            raise DatasetError(f"{path}: neighbors hold ids outside 0..{ds.n - 1} (train has {ds.n} rows)")
         if distances is None:
             # Some writers store ids only: recompute exact distances from the vectors.
             from vdbbench.datasets.groundtruth import exact_distances
