@@ -57,3 +57,19 @@ def test_malformed_hdf5_is_a_clear_error(tmp_path, data_dir, capsys, damage, mes
     assert path.name in str(err.value)
     assert main(["datasets", "info", str(path)]) == 2  # usage error, no traceback
     assert path.name in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped_byte"])
+def test_damaged_groundtruth_cache_is_recomputed(tmp_path, data_dir, damage):
+    # a cut or bit-flipped .npz raised zipfile.BadZipFile (not an OSError/ValueError), so the
+    # load ended in a traceback instead of recomputing the entry as intended
+    rng = np.random.default_rng(1)
+    path = _hdf5(tmp_path / "plain.hdf5", rng.random((300, 8)).astype(np.float32), rng.random((6, 8)).astype(np.float32))
+    first = load_dataset(str(path), progress=False)
+    (cache,) = (data_dir / "groundtruth").glob("gt-*.npz")
+    data = cache.read_bytes()
+    cache.write_bytes(data[: len(data) // 2] if damage == "truncated" else data[:200] + bytes([data[200] ^ 1]) + data[201:])
+    again = load_dataset(str(path), progress=False)
+    assert again.extra["groundtruth"].startswith("computed")
+    np.testing.assert_array_equal(again.neighbors, first.neighbors)
+    assert load_dataset(str(path), progress=False).extra["groundtruth"].startswith("cached")  # rewritten whole

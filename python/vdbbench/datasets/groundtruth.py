@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -207,8 +208,8 @@ def ensure_groundtruth(ds: Dataset, cache_dir: str | os.PathLike | None = None, 
                 ds.neighbors, ds.distances = nb.astype(np.int64), di.astype(np.float32)
                 ds.extra["groundtruth"] = f"cached: {path}"
                 return ds
-        except (OSError, ValueError, KeyError):
-            pass  # damaged cache entry: recompute and overwrite it
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass  # damaged cache entry (a cut or flipped .npz is a BadZipFile): recompute and overwrite it
     nb, di = compute_groundtruth(ds.train, ds.test, ds.metric, k=k_eff, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")  # per process: concurrent writers never share it
