@@ -161,6 +161,28 @@ def test_bad_hdf5_files_name_the_file_and_problem(tmp_path, data_dir, damage, me
     assert path.name in str(err.value)
 
 
+@pytest.mark.parametrize("damage,message", [("reversed", "distances of query 0 are not in increasing order"),
+                                            ("nan", "distances hold NaN or infinite values")])
+def test_ground_truth_distances_out_of_order_are_refused(tmp_path, data_dir, damage, message):
+    # recall counts a returned id within the 10th true distance: rows stored farthest first (or a
+    # NaN) moved that bar, and any index, even one returning poor ids, was credited recall 1.0
+    rng = np.random.default_rng(6)
+    train, test = rng.random((200, 8)).astype(np.float32), rng.random((5, 8)).astype(np.float32)
+    ids, dist = _brute_l2(train, test, 20)
+    dist = dist.astype(np.float32)
+    if damage == "reversed":
+        dist = np.ascontiguousarray(dist[:, ::-1])
+    else:
+        dist[3, 7] = np.nan
+    path = _write_foreign_hdf5(tmp_path / f"gt-{damage}.hdf5", train, test, neighbors=ids, distances=dist)
+    with pytest.raises(DatasetError, match=message):
+        load_dataset(str(path))
+    # ties and float32 rounding of correctly ordered rows still load
+    tied = np.sort(_brute_l2(train, test, 20)[1].astype(np.float32), axis=1)
+    tied[:, 5] = tied[:, 4]
+    load_dataset(str(_write_foreign_hdf5(tmp_path / "ok.hdf5", train, test, neighbors=ids, distances=tied)))
+
+
 def test_texmex_folder_with_siblings(tmp_path, data_dir):
     rng = np.random.default_rng(6)
     base = (rng.random((300, 12)) * 255).round().astype(np.uint8)

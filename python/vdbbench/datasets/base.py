@@ -115,4 +115,14 @@ def validate(ds: Dataset, where: str = "", k: int = 10) -> Dataset:
             raise DatasetError(f"{where}: distances shape {di.shape} differs from neighbors shape {nb.shape}")
         if nb.size and (nb.min() < 0 or nb.max() >= ds.n):
             raise DatasetError(f"{where}: neighbors hold ids outside 0..{ds.n - 1}")
+        # recall counts a returned id by the k-th true distance: a row out of order (or NaN)
+        # would move that bar and credit any index with a recall it did not earn
+        if not np.isfinite(di).all():
+            raise DatasetError(f"{where}: distances hold NaN or infinite values")
+        step = np.diff(di.astype(np.float64), axis=1)
+        worse = step < -(1e-5 * np.abs(di[:, 1:]) + 1e-6)
+        if worse.any():
+            row = int(np.argmax(worse.any(axis=1)))
+            raise DatasetError(f"{where}: distances of query {row} are not in increasing order (the true "
+                               f"neighbours nearest first); the ground truth is damaged or of another layout")
     return ds
