@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import math
 import os
 import platform
 import subprocess
@@ -191,20 +192,56 @@ def load_result(path) -> dict:
     return data
 
 
+def _number(v, none: bool = False) -> bool:
+    """A finite real number (not a bool, not NaN or infinity), or None when ``none``."""
+    if v is None:
+        return none
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
 def _damage(data: dict) -> str | None:
-    """What is wrong with the shape of a result that has every required key, or None."""
-    for key, fields in (("dataset", ("name", "sha256", "nq")), ("index", ("name",))):
+    """What is wrong with the shape of a result that has every required key, or None.
+
+    Every field a reader (report, plot, page, compare, gate) takes a figure from is checked
+    for its type too: a hand-edited QPS of "77417", NaN or a missing recall10 is refused here
+    with its place named, not drawn, tabulated or crashed on later."""
+    for key, fields in (("dataset", ("name", "n", "sha256", "nq")), ("index", ("name",))):
         if not isinstance(data[key], dict) or any(f not in data[key] for f in fields):
             return f"{key} must be an object with {', '.join(fields)}"
+    if not (_count(data["dataset"]["n"]) and _count(data["dataset"]["nq"])):
+        return "dataset.n and dataset.nq must be positive integers"
+    if not isinstance(data["index"]["name"], str) or not data["index"]["name"]:
+        return "index.name must be a non-empty string"
     if not isinstance(data.get("run", {}), dict):
         return "run must be an object"
+    if not isinstance(data["machine"], dict):
+        return "machine must be an object"
+    b = data["build"]
+    if not (isinstance(b, dict) and _number(b.get("train_s")) and _number(b.get("add_s"))
+            and _number(b.get("bytes"), none=True) and (b.get("bytes") or 0) >= 0):
+        return "build must be an object with train_s and add_s (seconds) and bytes (a number or null)"
     for key, fields in (("points", ("params", "mode", "threads", "recall10")),
-                        ("headline", ("params", "mode", "threads", "qps"))):
+                        ("headline", ("params", "mode", "threads", "qps", "recall10", "p50_ms", "p99_ms"))):
         rows = data[key]
         if not isinstance(rows, list) or not all(isinstance(r, dict) and all(f in r for f in fields) for r in rows):
             return f"{key} must be a list of objects with {', '.join(fields)}"
         if not all(isinstance(r["params"], dict) or (key == "headline" and r["params"] is None) for r in rows):
             return f"every {key} entry's params must be an object"
+        for i, r in enumerate(rows):
+            if not (isinstance(r["mode"], str) and _count(r["threads"])):
+                return f"{key}[{i}]: mode must be a string and threads a positive integer"
+            # a headline that missed the target holds nulls; a point only swept has no qps
+            if not (_number(r["recall10"], none=key == "headline") and _number(r.get("qps"), none=True)
+                    and (r["qps"] is None or r["qps"] > 0) and all(_number(r.get(f), none=True) for f in
+                                                                  ("qps_paired", "recall10_low", "p50_ms", "p99_ms"))):
+                return (f"{key}[{i}] ({r['mode']} @ {r['threads']}t): qps, recall10 and latencies must be "
+                        "finite numbers (qps above 0)")
+            if r["recall10"] is not None and not 0.0 <= r["recall10"] <= 1.0:
+                return f"{key}[{i}] ({r['mode']} @ {r['threads']}t): recall10 {r['recall10']} is not in [0, 1]"
     return None
 
 
