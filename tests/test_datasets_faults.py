@@ -73,3 +73,56 @@ def test_damaged_groundtruth_cache_is_recomputed(tmp_path, data_dir, damage):
     assert again.extra["groundtruth"].startswith("computed")
     np.testing.assert_array_equal(again.neighbors, first.neighbors)
     assert load_dataset(str(path), progress=False).extra["groundtruth"].startswith("cached")  # rewritten whole
+
+
+def _in_subprocess_with_file_size_limit(code: str, env: dict, limit: int = 200_000):
+    """Run ``code`` in a fresh Python whose files cannot grow beyond ``limit`` bytes (a full disk)."""
+    import subprocess
+    import sys
+
+    prelude = f"import resource, sys\nresource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
+    return subprocess.run([sys.executable, "-c", prelude + code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_generate_into_a_full_cache_is_a_clear_error_and_leaves_no_file(data_dir):
+    # h5py's write failed (OSError), then its close raised RuntimeError: a traceback, and the
+    # half-written .tmp stayed in the cache, a new one per attempt, filling the disk further
+    import os
+
+    env = {**os.environ, "VDBBENCH_DATA": str(data_dir)}
+    run = _in_subprocess_with_file_size_limit(
+        "from vdbbench.cli import main\nsys.exit(main(['datasets', 'generate', 'synth-sift-2k', '--nq', '20']))", env)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr and "cannot write synth-sift-2k to the cache" in run.stderr
+    assert [p.name for p in (data_dir / "synth").iterdir()] == []
+
+
+def test_unwritable_cache_is_a_clear_error(tmp_path, monkeypatch, capsys, unreachable_dataset):
+    # a cache folder that cannot be created (read-only, or a file in the way) raised a bare
+    # OSError out of `datasets generate` / `fetch` / `info` (traceback), and skipped the offline fallback
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("VDBBENCH_DATA", str(blocker / "cache"))
+    assert main(["datasets", "generate", "synth-sift-2k", "--nq", "20"]) == 2
+    assert "cannot write synth-sift-2k to the cache" in capsys.readouterr().err
+    assert main(["datasets", "fetch", unreachable_dataset]) == 1
+    out = capsys.readouterr().out
+    assert "fetch failed" in out and "cannot be written" in out
+    assert main(["datasets", "info", unreachable_dataset]) == 1
+    assert "not available" in capsys.readouterr().out
+    assert blocker.read_text() == ""
+
+
+def test_damaged_cached_download_makes_fetch_fail_cleanly(tmp_path, data_dir, monkeypatch, capsys):
+    # `datasets fetch` of a cached file that no longer matches its recorded sha256 raised the
+    # DatasetError as a traceback; it says what is wrong and what to do, exit 1
+    (tmp_path / "r.toml").write_text(
+        '[datasets.kept]\nmetric = "l2"\ndim = 8\nn = 40\nnq = 5\n'
+        '[[datasets.kept.sources]]\nurl = "http://127.0.0.1:9/kept.hdf5"\nformat = "ann-hdf5"\n'
+        'size = 3\nsha256 = "' + "0" * 64 + '"\n')
+    monkeypatch.setenv("VDBBENCH_REGISTRY", str(tmp_path / "r.toml"))
+    (data_dir / "kept").mkdir()
+    (data_dir / "kept" / "kept.hdf5").write_bytes(b"abc")
+    assert main(["datasets", "fetch", "kept"]) == 1
+    out = capsys.readouterr().out
+    assert "fetch failed" in out and "delete it and fetch again" in out

@@ -51,6 +51,12 @@ def _usage_for(exc) -> UsageError:
     return UsageError(str(exc))
 
 
+def _escape(exc) -> str:
+    from rich.markup import escape
+
+    return escape(str(exc))
+
+
 def _list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
@@ -81,18 +87,18 @@ def _fetch(args: argparse.Namespace) -> int:
 
     try:
         e, source = reg.fetch(args.name)
+        size, sha, origin = reg.expected_checksum(e, source)
+        _console().print(f"{args.name}: {e.folder / source.filename} ({size:,} bytes, sha256 {sha}, {origin})")
+        if not args.no_groundtruth:
+            from vdbbench.datasets import load_dataset
+
+            ds = load_dataset(args.name, allow_download=False, offline_fallback=False)
+            _console().print(f"ground truth: {ds.extra.get('groundtruth')}")
     except reg.UnknownDataset as exc:
         raise _usage_for(exc) from None
-    except DownloadError as exc:
-        _console().print(f"[bold red]fetch failed[/]: {exc}", highlight=False)
+    except (DownloadError, reg.DatasetError, OSError) as exc:  # offline, a damaged cached copy, an unwritable cache
+        _console().print(f"[bold red]fetch failed[/]: {_escape(exc)}", highlight=False)
         return 1
-    size, sha, origin = reg.expected_checksum(e, source)
-    _console().print(f"{args.name}: {e.folder / source.filename} ({size:,} bytes, sha256 {sha}, {origin})")
-    if not args.no_groundtruth:
-        from vdbbench.datasets import load_dataset
-
-        ds = load_dataset(args.name, allow_download=False, offline_fallback=False)
-        _console().print(f"ground truth: {ds.extra.get('groundtruth')}")
     return 0
 
 
@@ -118,10 +124,13 @@ def _info(args: argparse.Namespace) -> int:
     try:
         ds, gt_folder = resolve(args.name, allow_download=not args.no_download)
     except DownloadError as exc:
-        _console().print(f"[bold red]not available[/]: {exc}", highlight=False)
+        _console().print(f"[bold red]not available[/]: {_escape(exc)}", highlight=False)
         return 1
     except DatasetError as exc:
         raise _usage_for(exc) from None
+    except OSError as exc:  # a generated set (or fallback) that cannot be written to the cache
+        _console().print(f"[bold red]not available[/]: {_escape(exc)}", highlight=False)
+        return 1
     if ds.has_groundtruth:
         gt = f"in the data file: top-{ds.neighbors.shape[1]}"
     else:
@@ -156,9 +165,12 @@ def _generate(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.name!r} is not a generated name; expected synth-sift-<n> or synth-float-<n> "
                              "(e.g. synth-sift-20k, synth-sift-1m, synth-float-100k)")
         ds = generate(args.name, seed=args.seed, nq=args.nq)
+        ensure_groundtruth(ds, data_dir() / "synth")
     except DatasetError as exc:
         raise _usage_for(exc) from None
-    ensure_groundtruth(ds, data_dir() / "synth")
+    except OSError as exc:  # read-only or full cache folder
+        raise UsageError(f"cannot write {args.name} to the cache {data_dir()}: {exc}; set VDBBENCH_DATA to a "
+                         f"writable folder with room for it") from None
     _console().print(f"{ds.name}: n={ds.n:,} dim={ds.dim} nq={ds.nq:,} sha256 {ds.sha256}\n"
                      f"cached: {ds.extra['cached']}\nground truth: {ds.extra['groundtruth']}", highlight=False)
     if args.out:

@@ -71,31 +71,36 @@ def download(
     failure keeps it (so the next attempt resumes) and raises DownloadError saying so.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(dest.with_name(dest.name + ".lock")):  # two processes never append to one .part
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(dest.with_name(dest.name + ".lock"), "a")
+    except OSError as exc:  # read-only or full cache, a file where the folder belongs...
+        raise DownloadError(
+            f"cannot download {url}: the cache folder {dest.parent} cannot be written ({exc}). "
+            f"Set VDBBENCH_DATA to a writable folder, or place the file at {dest} yourself."
+        ) from exc
+    with _exclusive(lock):  # two processes never append to one .part
         if dest.exists():  # another process finished (and verified) it while we waited
             return dest
         return _download_locked(url, dest, size=size, sha256=sha256, retries=retries, timeout=timeout, progress=progress)
 
 
 class _exclusive:
-    """An advisory lock file (POSIX flock); a no-op where fcntl does not exist."""
+    """An advisory lock on an open lock file (POSIX flock; a no-op where fcntl does not exist); closes it on exit."""
 
-    def __init__(self, path: Path):
-        self.path, self.file = path, None
+    def __init__(self, file):
+        self.file = file
 
     def __enter__(self):
         try:
             import fcntl
         except ImportError:  # pragma: no cover - Windows
             return self
-        self.file = open(self.path, "a")
         fcntl.flock(self.file, fcntl.LOCK_EX)
         return self
 
     def __exit__(self, *exc):
-        if self.file is not None:
-            self.file.close()  # closing releases the lock
+        self.file.close()  # closing releases the lock
         return False
 
 

@@ -76,8 +76,12 @@ def write_vecs(path: str | os.PathLike, array: np.ndarray) -> Path:
     recs["dim"] = a.shape[1]
     recs["vec"] = a
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent writers never share it
-    recs.tofile(tmp)
-    os.replace(tmp, path)
+    try:
+        recs.tofile(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk or Ctrl-C leaves no half-written file behind
+        raise
     return path
 
 
@@ -188,16 +192,22 @@ def write_ann_hdf5(path: str | os.PathLike, ds: Dataset) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent writers never share it
-    with h5py.File(tmp, "w") as f:
-        f.attrs["distance"] = METRIC_TO_ANN[ds.metric]
-        f.attrs["dimension"] = ds.dim
-        f.attrs["point_type"] = "float"
-        f.attrs["vdbbench_name"] = ds.name
-        f.attrs["vdbbench_synthetic"] = bool(ds.synthetic)
-        f.create_dataset("train", data=ds.train)
-        f.create_dataset("test", data=ds.test)
-        if ds.neighbors is not None:
-            f.create_dataset("neighbors", data=ds.neighbors.astype(np.int32))
-            f.create_dataset("distances", data=ds.distances.astype(np.float32))
-    os.replace(tmp, path)
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["distance"] = METRIC_TO_ANN[ds.metric]
+            f.attrs["dimension"] = ds.dim
+            f.attrs["point_type"] = "float"
+            f.attrs["vdbbench_name"] = ds.name
+            f.attrs["vdbbench_synthetic"] = bool(ds.synthetic)
+            f.create_dataset("train", data=ds.train)
+            f.create_dataset("test", data=ds.test)
+            if ds.neighbors is not None:
+                f.create_dataset("neighbors", data=ds.neighbors.astype(np.int32))
+                f.create_dataset("distances", data=ds.distances.astype(np.float32))
+        os.replace(tmp, path)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)  # a full disk or Ctrl-C leaves no half-written file behind
+        if isinstance(exc, RuntimeError):  # h5py's close after a failed write (file size limit, full disk)
+            raise OSError(f"cannot write {path}: {exc}") from exc
+        raise
     return path

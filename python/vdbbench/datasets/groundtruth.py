@@ -213,8 +213,12 @@ def ensure_groundtruth(ds: Dataset, cache_dir: str | os.PathLike | None = None, 
     nb, di = compute_groundtruth(ds.train, ds.test, ds.metric, k=k_eff, progress=progress)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp.npz")  # per process: concurrent writers never share it
-    np.savez(tmp, neighbors=nb, distances=di)
-    os.replace(tmp, path)
+    try:
+        np.savez(tmp, neighbors=nb, distances=di)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk or Ctrl-C leaves no half-written file behind
+        raise
     ds.neighbors, ds.distances = nb, di
     ds.extra["groundtruth"] = f"computed, cached: {path}"
     return ds

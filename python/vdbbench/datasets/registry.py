@@ -125,8 +125,12 @@ def _read_records(folder: Path) -> dict:
 def _write_records(folder: Path, records: dict) -> None:
     path = _records_path(folder)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # per process: concurrent writers never share it
-    tmp.write_text(json.dumps(records, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(records, indent=2, sort_keys=True))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def expected_checksum(entry_: Entry, source: Source) -> tuple[int | None, str | None, str]:
