@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -558,3 +560,35 @@ def test_cosine_does_not_depend_on_the_length_even_beyond_f32_squares(small, sca
     idx.train(scaled)
     idx.add(scaled)
     np.testing.assert_array_equal(idx.search(qs, k=5, nprobe=16)[1], want)
+
+
+@pytest.mark.parametrize("metric,storage,dim", [("cosine", "u8+f16", 24), ("ip", "u8+f16", 24),
+                                                ("l2", "f16", 24), ("l2", "u8+f16", 22)])
+def test_reorder_on_an_index_without_the_prefilter_is_refused(metric, storage, dim):
+    # The 4-bit prefilter exists for "l2" over "u8+f16" at a dim that is a multiple of 4; any
+    # other index used to drop reorder without a word, so a caller asking for the prefilter
+    # timed the u8 scan under its name.
+    base, queries = synth_float(2_000, 5, dim=dim, seed=4)
+    idx = vb.IvfIndex(dim, nlist=16, metric=metric, storage=storage, seed=0)
+    idx.train(base)
+    idx.add(base)
+    assert not rv.supports_reorder(dim, metric, storage)
+    needle = re.escape(f"'{metric}' '{storage}' at dim {dim}")
+    with pytest.raises(vb.InvalidInput, match="reorder=40: the 4-bit prefilter .* " + needle):
+        idx.search(queries, k=10, nprobe=4, reorder=40)
+    idx.search(queries, k=10, nprobe=4, reorder=0)  # off is always fine
+
+
+def test_supports_reorder_is_the_rule_search_applies():
+    assert rv.supports_reorder(128, "l2", "u8+f16")
+    assert rv.supports_reorder(8, "l2", "u8+f16") and rv.supports_reorder(1032, "l2", "u8+f16")
+    assert not rv.supports_reorder(1036, "l2", "u8+f16") and not rv.supports_reorder(4, "l2", "u8+f16")
+    base, queries = synth_float(2_000, 5, dim=24, seed=4)
+    idx = vb.IvfIndex(24, nlist=16, metric="l2", storage="u8+f16", seed=0)
+    idx.train(base)
+    idx.add(base)
+    idx.search(queries, k=10, nprobe=4, reorder=40)
+    with pytest.raises(vb.InvalidInput, match="unknown metric"):
+        rv.supports_reorder(24, "hamming", "u8+f16")
+    with pytest.raises(vb.InvalidInput, match="unknown storage"):
+        rv.supports_reorder(24, "l2", "u4")

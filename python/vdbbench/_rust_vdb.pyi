@@ -47,6 +47,11 @@ def check_rerank(rerank: int, k: int) -> None:
     """Raises InvalidInput, as a search would, unless ``rerank`` is 0 (the u8 results alone)
     or >= k (k >= 1)."""
 
+def supports_reorder(dim: int, metric: str, storage: str) -> bool:
+    """Whether an IvfIndex of this dim, metric and storage has the 4-bit prefilter, so that
+    ``search(..., reorder=R)`` is accepted: metric "l2", storage "u8+f16", dim a multiple of 4
+    in 8..1032. InvalidInput for an unknown metric or storage, or dim < 1."""
+
 class FlatIndex:
     """Exact (brute-force) search over float32 vectors: the reference.
 
@@ -144,7 +149,8 @@ class IvfIndex:
         reorder: an "l2" "u8+f16" index (dim a multiple of 4): each query's lists are scanned
         first through 4-bit codes (a quarter of the u8 codes' bytes; a product quantizer of 16
         centroids per pair of dims, trained with the index) and only its best ``reorder`` rows
-        get their u8 distance (None or 0: the u8 scan alone; 0 < reorder < k is refused).
+        get their u8 distance (None or 0: the u8 scan alone; 0 < reorder < k is refused, and so
+        is a reorder on an index without the prefilter: ``supports_reorder``).
         Results do not depend on how queries are batched. One query per call then runs on the
         calling thread, about twice as fast at equal recall; a batch reads each list's codes
         once for several of its queries (measured 1.15-1.35x the u8 scan on AVX2).

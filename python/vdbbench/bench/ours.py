@@ -14,7 +14,7 @@ from vdbbench.adapters.interface import (
     ivf_primary,
     train_sample,
 )
-from vdbbench.common import default_nlist
+from vdbbench.common import default_nlist, supports_reorder
 
 STORAGES = ("u8+f16", "f16", "f32")
 
@@ -83,7 +83,7 @@ class IvfAdapter(_OurKernels, Adapter):
         if self.options.storage == "u8+f16":
             k = self.options.k
             secondary["rerank"] = self.options.rerank or default_rerank_sweep(k)
-            if self.metric == "l2":  # the 4-bit prefilter of one-query calls (l2 only)
+            if supports_reorder(self.dim, self.metric, self.options.storage):  # the 4-bit prefilter
                 secondary["reorder"] = self.options.reorder or default_reorder_sweep(k)
         if self.metric in ("l2", "cosine"):  # a ratio of distances: "ip" has none
             secondary["probe_ratio"] = self.options.probe_ratio or default_probe_ratio_sweep()

@@ -13,7 +13,7 @@ which imports no Python of ours), so any area may import it without a cycle:
 
 from vdbbench.common.console import say_warning
 from vdbbench.common.errors import UsageError
-from vdbbench.common.ivf import check_rerank, default_nlist, train_sample, train_sample_size
+from vdbbench.common.ivf import check_rerank, default_nlist, supports_reorder, train_sample, train_sample_size
 from vdbbench.common.recall import RECALL_K, RECALL_TARGET, id_recall, knn_recall, metric_distances
 from vdbbench.common.vectors import normalize_rows
 
@@ -22,6 +22,7 @@ __all__ = [
     "RECALL_TARGET",
     "UsageError",
     "check_rerank",
+    "supports_reorder",
     "default_nlist",
     "id_recall",
     "knn_recall",

@@ -1,5 +1,5 @@
 """IVF defaults shared by our engine's adapter, the faiss IVF peers and the dataset calibration:
-nlist and the rerank rule (both the engine's own, asked of it) and the k-means training sample."""
+nlist, the rerank rule and where the 4-bit prefilter exists (the engine's own, asked of it) and the k-means training sample."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ def _engine():
 def default_nlist(n: int) -> int:
     """The number of IVF lists used unless told otherwise: the engine's round(4 sqrt(n)), in 1..n."""
     return _engine().default_nlist(n)
+
+
+def supports_reorder(dim: int, metric: str, storage: str) -> bool:
+    """Whether our IvfIndex of this dim, metric and storage has the 4-bit prefilter (a search's
+    ``reorder``): the engine's own rule, so a sweep offers the knob only where it is accepted."""
+    return bool(_engine().supports_reorder(dim, metric, storage))
 
 
 def check_rerank(values: Iterable[int], k: int) -> tuple[int, ...]:

@@ -27,6 +27,6 @@ pub mod validate;
 
 pub use error::{Result, VdbError};
 pub use flat::FlatIndex;
-pub use ivf::{IvfIndex, Storage, Tuning};
+pub use ivf::{prefilter_applies, IvfIndex, Storage, Tuning};
 pub use metric::Metric;
 pub use search_stats::SearchStats;

@@ -8,7 +8,7 @@
 //! nearest list for 99.96% of the vectors (the others go to a neighbouring list, never
 //! farther than the guess), and recall@10 at equal nprobe matches exact assignment's.
 
-use super::{CodeSplit, InvList, IvfIndex, Storage};
+use super::{prefilter_applies, CodeSplit, InvList, IvfIndex, Storage};
 use crate::error::{Interrupt, Result, VdbError};
 use crate::kmeans::{self, KMeansParams};
 use crate::metric::Metric;
@@ -79,7 +79,8 @@ impl IvfIndex {
                 for (row, c) in x.chunks_exact(dim).zip(codes.chunks_exact_mut(dim)) {
                     sq.encode(row, c);
                 }
-                let pq = Pq4::supports(dim).then(|| Pq4::train(&codes, dim, self.seed));
+                let pq = prefilter_applies(dim, self.metric, self.storage)
+                    .then(|| Pq4::train(&codes, dim, self.seed));
                 (CodeSplit::from_codes(codes.chunks_exact(dim), dim), pq)
             }
             _ => (None, None),

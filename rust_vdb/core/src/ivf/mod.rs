@@ -32,6 +32,13 @@ use crate::validate;
 pub use layout::{Ids, InvList};
 pub use split::CodeSplit;
 
+/// Whether an index of this kind has the 4-bit prefilter (`search(.., reorder)`): "l2" over
+/// "u8+f16" storage (its tables are built in the u8 code domain, where code distances are
+/// float distances times one step squared) at a dim `Pq4::supports`.
+pub fn prefilter_applies(dim: usize, metric: Metric, storage: Storage) -> bool {
+    metric == Metric::L2 && storage == Storage::U8F16 && crate::pq4::Pq4::supports(dim)
+}
+
 /// What the inverted lists keep per vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Storage {
@@ -368,6 +375,14 @@ impl IvfIndex {
             Some(r) if r < k => {
                 return crate::invalid!("reorder={r} is below k={k}: expected 0 (off) or reorder >= k")
             }
+            Some(r) if self.pq.is_none() => {
+                return crate::invalid!(
+                    "reorder={r}: the 4-bit prefilter exists for metric 'l2' with storage 'u8+f16' at a dim that is a multiple of 4 in 8..=1032; this index is '{}' '{}' at dim {}: leave reorder off",
+                    self.metric.name(),
+                    self.storage.name(),
+                    self.dim
+                )
+            }
             Some(r) => r.min(self.ntotal), // as rerank: at most every row
         };
         Ok(SearchParams {
@@ -375,7 +390,7 @@ impl IvfIndex {
             nprobe,
             rerank,
             rerank_auto,
-            reorder: if self.pq.is_some() { reorder } else { 0 },
+            reorder,
             probe_ratio,
         })
     }
