@@ -126,3 +126,63 @@ def test_damaged_cached_download_makes_fetch_fail_cleanly(tmp_path, data_dir, mo
     assert main(["datasets", "fetch", "kept"]) == 1
     out = capsys.readouterr().out
     assert "fetch failed" in out and "delete it and fetch again" in out
+
+
+def _texmex_tarball(folder, base, queries) -> bytes:
+    import io
+    import tarfile
+
+    from vdbbench.datasets.formats import write_vecs
+
+    src = folder / "src-mini"
+    src.mkdir(parents=True, exist_ok=True)
+    write_vecs(src / "mini_base.fvecs", base)
+    write_vecs(src / "mini_query.fvecs", queries)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(src / "mini_base.fvecs", arcname="mini/mini_base.fvecs")
+        tar.add(src / "mini_query.fvecs", arcname="mini/mini_query.fvecs")
+    return buf.getvalue()
+
+
+def _register_tarball(tmp_path, data_dir, monkeypatch, payload: bytes) -> None:
+    import hashlib
+
+    (tmp_path / "r.toml").write_text(
+        '[datasets.mini]\nmetric = "l2"\ndim = 8\nn = 300\nnq = 6\n'
+        '[[datasets.mini.sources]]\nurl = "http://127.0.0.1:9/mini.tar.gz"\nformat = "texmex-tar"\n'
+        f'size = {len(payload)}\nsha256 = "{hashlib.sha256(payload).hexdigest()}"\n'
+        'base = "mini/mini_base.fvecs"\nquery = "mini/mini_query.fvecs"\n')
+    monkeypatch.setenv("VDBBENCH_REGISTRY", str(tmp_path / "r.toml"))
+    (data_dir / "mini").mkdir(exist_ok=True)
+    (data_dir / "mini" / "mini.tar.gz").write_bytes(payload)
+
+
+def test_texmex_member_cut_short_by_an_interrupted_extraction_is_extracted_again(tmp_path, data_dir, monkeypatch):
+    # members were extracted in place and reused whenever they existed: a kill during the
+    # extraction of the last one left it cut short, and when the cut fell on a record boundary the
+    # set loaded as if good, with fewer queries than the registry's (here 3 of 6)
+    rng = np.random.default_rng(7)
+    base, queries = rng.random((300, 8)).astype(np.float32), rng.random((6, 8)).astype(np.float32)
+    _register_tarball(tmp_path, data_dir, monkeypatch, _texmex_tarball(tmp_path, base, queries))
+    member = data_dir / "mini" / "mini" / "mini_query.fvecs"
+    member.parent.mkdir(parents=True)
+    (data_dir / "mini" / "mini" / "mini_base.fvecs").write_bytes((tmp_path / "src-mini" / "mini_base.fvecs").read_bytes())
+    member.write_bytes((tmp_path / "src-mini" / "mini_query.fvecs").read_bytes()[: 3 * (4 + 8 * 4)])
+    ds = load_dataset("mini", progress=False)
+    assert ds.nq == 6
+    np.testing.assert_array_equal(ds.test, queries)
+
+
+def test_texmex_members_of_another_tarball_are_not_reused(tmp_path, data_dir, monkeypatch):
+    # a new tarball under the same name (a corrected release with its new sha256 in the registry)
+    # was verified, but the members extracted from the old one were loaded under the new identity
+    rng = np.random.default_rng(8)
+    base, queries = rng.random((300, 8)).astype(np.float32), rng.random((6, 8)).astype(np.float32)
+    _register_tarball(tmp_path, data_dir, monkeypatch, _texmex_tarball(tmp_path, base, queries))
+    np.testing.assert_array_equal(load_dataset("mini", progress=False).train, base)
+    base2 = base + 1
+    _register_tarball(tmp_path, data_dir, monkeypatch, _texmex_tarball(tmp_path, base2, queries))
+    ds = load_dataset("mini", progress=False)
+    np.testing.assert_array_equal(ds.train, base2)
+    assert [p.name for p in (data_dir / "mini").iterdir() if p.name.startswith(".extract-")] == []

@@ -157,10 +157,11 @@ def load_path(path: str | os.PathLike, metric: str | None = None) -> Dataset:
 
 def _load_registered(entry: reg.Entry, source: reg.Source) -> Dataset:
     folder = entry.folder
+    sha256 = reg.verify_cached(entry, source)  # the verified file's hash is the set's identity
     if source.format == "ann-hdf5":
         ds = read_ann_hdf5(folder / source.filename, name=entry.name)
     else:
-        files = reg.extract_members(entry, source)
+        files = reg.extract_members(entry, source, sha256)  # members of exactly this tarball
         ds = _load_texmex(files["base"], files["query"], files.get("groundtruth"), entry.name, entry.metric)
     if ds.metric != entry.metric or ds.dim != entry.dim:
         raise DatasetError(
@@ -169,7 +170,7 @@ def _load_registered(entry: reg.Entry, source: reg.Source) -> Dataset:
         )
     ds.name = entry.name
     ds.source = source.url
-    ds.sha256 = reg.verify_cached(entry, source)  # the verified file's hash is the set's identity
+    ds.sha256 = sha256
     ds.extra["file"] = str(folder / source.filename)
     return ds
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,23 +206,46 @@ def fetch(name: str, progress: bool = True) -> tuple[Entry, Source]:
     )
 
 
-def extract_members(entry_: Entry, source: Source) -> dict[str, Path]:
-    """Extract a texmex-tar source's base/query/groundtruth members (safely) next to the tarball."""
+def extract_members(entry_: Entry, source: Source, tar_sha256: str = "") -> dict[str, Path]:
+    """Extract a texmex-tar source's base/query/groundtruth members (safely) next to the tarball.
+
+    The members are extracted into a temporary folder and renamed into place, then a stamp
+    records the sha256 of the tarball they came from (``tar_sha256``, the verified hash): members
+    without a matching stamp (an extraction that was interrupted, or one from another tarball of
+    the same name) are extracted again rather than loaded.
+    """
     folder = entry_.folder
     out = {role: folder / member for role, member in source.members.items()}
-    if all(p.exists() for p in out.values()):
+    stamp = folder / f".{source.filename}.extracted"
+    try:
+        stamped = stamp.read_text().strip() == tar_sha256
+    except OSError:
+        stamped = False
+    if stamped and all(p.exists() for p in out.values()):
         return out
     tar_path = folder / source.filename
+    scratch = None
     try:
+        stamp.unlink(missing_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".extract-", dir=folder))
         with tarfile.open(tar_path) as tar:
             wanted = [tar.getmember(m) for m in source.members.values()]
             if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4: refuses links, devices, escapes
-                tar.extractall(folder, members=wanted, filter="data")
+                tar.extractall(scratch, members=wanted, filter="data")
             else:
                 for m in wanted:
                     if not m.isfile() or m.name.startswith("/") or ".." in Path(m.name).parts:
                         raise DatasetError(f"{tar_path}: refusing to extract unsafe member {m.name!r}")
-                tar.extractall(folder, members=wanted)
+                tar.extractall(scratch, members=wanted)
+        for member, dest in zip(source.members.values(), out.values()):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(scratch / member, dest)  # whole files only: never a member cut short by a kill
+        tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
+        tmp.write_text(tar_sha256)
+        os.replace(tmp, stamp)
     except (tarfile.TarError, KeyError, OSError) as exc:
         raise DatasetError(f"{tar_path}: cannot extract {', '.join(source.members.values())}: {exc}") from exc
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return out
