@@ -82,3 +82,62 @@ def test_results_as_written_still_load():
     for r in (missed, untimed):
         from vdbbench.bench.results import _damage
         assert _damage(r) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The page (vdbbench report) on folders
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda f: f.write_text(f.read_text()[:5000]), "not a readable JSON result file"),  # interrupted copy
+    (lambda f: f.write_text(""), "not a readable JSON result file"),
+    (lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "schema": "vdbbench.result/0"})),
+     "a result of schema 'vdbbench.result/0', which this vdbbench does not read"),
+    (lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "build": {}})), "not a well-formed"),
+])
+def test_a_damaged_result_in_a_folder_is_not_left_out_of_the_page_unsaid(damage, message, tmp_path, capsys):
+    # the page used to pass over any file of a folder it could not read: ivf.json truncated or of
+    # an older schema gave a page of the peers alone ("ours: none among these results"), exit 0
+    run = folder(tmp_path)
+    damage(run / "ivf.json")
+    (run / "agent-report.json").write_text('{"schema": "vdbbench.agent-report/1"}')  # foreign: still skipped
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 2
+    assert f"ivf.json: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
+def _concurrent(r: dict, qps: tuple[float, ...], reaches: bool = True) -> None:
+    """r as `vdbbench run --mode concurrent` writes it: no timed points or headline, a
+    `concurrent` block with one level per client count (docs/result-schema.md)."""
+    r["run"]["modes"] = ["concurrent"]
+    r["points"], r["headline"] = [], []
+    r["concurrent"] = {
+        "params": {"nprobe": 24}, "recall10": 0.9838, "reaches_target": reaches, "duration_s": 0.3,
+        "workers": "threads", "threads_per_call": 1,
+        "levels": [{"clients": c, "qps": q, "p50_ms": 0.03 * c, "p99_ms": 0.05 * c, "p999_ms": 0.09 * c,
+                    "calls": int(q * 0.3), "wall_s": 0.3} for c, q in zip((1, 2, 4), qps)],
+    }
+
+
+def test_the_page_draws_the_concurrent_levels_a_run_writes(tmp_path):
+    from test_pages import figures
+
+    from vdbbench.pages.bench import benchmark_page, load_results
+
+    run = folder(tmp_path, {"ivf": lambda r: _concurrent(r, (33335.0, 29412.0, 30001.5)),
+                            "faiss-ivf-flat": lambda r: _concurrent(r, (16034.0, 15662.0, 15000.0), reaches=False)})
+    page = benchmark_page(load_results([run]))
+    # it looked for points of mode "concurrent" only: a concurrent run's page had no figure, no
+    # table and said "No timed recall/QPS points", and "target met: no" for every index
+    figs = figures(page)
+    traces, _ = figs["conc-qps-0"]
+    by_name = {t["name"].split()[0]: t for t in traces}
+    assert by_name["ivf"]["x"] == [1, 2, 4] and by_name["ivf"]["y"] == [33335.0, 29412.0, 30001.5]
+    assert by_name["faiss-ivf-flat"]["y"] == [16034.0, 15662.0, 15000.0]
+    lat, _ = figs["conc-lat-0"]
+    assert next(t for t in lat if t["name"] == "ivf nprobe=24 p99.9")["y"] == pytest.approx([0.09, 0.18, 0.36])
+    assert "Concurrent clients" in page and "33,335" in page
+    import re
+    indexes = page[page.index("<h3>Indexes"):]
+    assert re.findall(r">(yes|no)<", indexes)[:2] == ["yes", "no"]  # ivf reached the target, the peer did not

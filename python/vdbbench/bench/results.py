@@ -156,8 +156,13 @@ def headline_entry(result: dict, mode: str, threads: int) -> dict | None:
 
 
 def target_met(result: dict) -> bool:
+    """Every headline (mode and thread count) found a point reaching the target, and so did the
+    concurrent clients when the run measured them (a `--mode concurrent` run has no headline)."""
     heads = result.get("headline") or []
-    return bool(heads) and all(h["qps"] is not None for h in heads)
+    conc = result.get("concurrent")
+    if not heads and not conc:
+        return False
+    return all(h["qps"] is not None for h in heads) and (not conc or bool(conc.get("reaches_target")))
 
 
 def now_iso() -> str:
@@ -181,6 +186,9 @@ def load_result(path) -> dict:
         raise ValueError(f"{path}: no such result file") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a readable JSON result file ({exc})") from None
+    if isinstance(data, dict) and str(data.get("schema", "")).startswith("vdbbench.result") and data["schema"] != SCHEMA:
+        raise ValueError(f"{path}: a result of schema {data['schema']!r}, which this vdbbench does not read "
+                         f"(it reads {SCHEMA!r}); measure it again with this version")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ValueError(f"{path}: not a vdbbench result (expected schema {SCHEMA!r})")
     missing = [k for k in _REQUIRED if k not in data]
@@ -224,6 +232,14 @@ def _damage(data: dict) -> str | None:
     if not (isinstance(b, dict) and _number(b.get("train_s")) and _number(b.get("add_s"))
             and _number(b.get("bytes"), none=True) and (b.get("bytes") or 0) >= 0):
         return "build must be an object with train_s and add_s (seconds) and bytes (a number or null)"
+    conc = data.get("concurrent")
+    if conc is not None:
+        levels = conc.get("levels") if isinstance(conc, dict) else None
+        if not (isinstance(levels, list) and _number(conc.get("recall10")) and all(
+                isinstance(lv, dict) and _count(lv.get("clients")) and _number(lv.get("qps")) and lv["qps"] > 0
+                and all(_number(lv.get(f), none=True) for f in ("p50_ms", "p99_ms", "p999_ms")) for lv in levels)):
+            return ("concurrent must be an object with recall10 and levels, each with clients (an integer), "
+                    "qps and latencies (finite numbers)")
     for key, fields in (("points", ("params", "mode", "threads", "recall10")),
                         ("headline", ("params", "mode", "threads", "qps", "recall10", "p50_ms", "p99_ms"))):
         rows = data[key]

@@ -30,8 +30,9 @@ def load_results(paths: Iterable[str | Path]) -> list[tuple[Path, dict]]:
     """(path, result) of every result file named, and of every result file in the folders named.
 
     A file named explicitly must be a result (`load_result`'s ValueError otherwise); in a folder,
-    other JSON files (a report's, a partial run's) are passed over, but a folder with no result
-    at all is an error.
+    other JSON files (a report's, a partial run's) are passed over, but a result file that cannot
+    be read (truncated, empty, hand-edited, of another schema version) is an error, not left out
+    of the page unsaid; and a folder with no result at all is an error.
     """
     out: list[tuple[Path, dict]] = []
     for p in map(Path, paths):
@@ -43,7 +44,9 @@ def load_results(paths: Iterable[str | Path]) -> list[tuple[Path, dict]]:
                 try:
                     found.append((f, load_result(f)))
                 except ValueError:
-                    continue
+                    if _foreign(f):
+                        continue
+                    raise
             if not found:
                 raise PageError(f"{p}: no vdbbench result files (*.json) in this folder")
             out += found
@@ -54,6 +57,20 @@ def load_results(paths: Iterable[str | Path]) -> list[tuple[Path, dict]]:
     if not out:
         raise PageError("no results given")
     return out
+
+
+def _foreign(path: Path) -> bool:
+    """A readable JSON file that does not claim to be a vdbbench result (another tool's, a
+    report's): neither a ``vdbbench.result`` schema of any version nor points and a headline."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False  # unreadable: a damaged result as far as anyone can tell
+    if not isinstance(data, dict):
+        return True
+    return not (str(data.get("schema", "")).startswith("vdbbench.result") or {"points", "headline"} <= data.keys())
 
 
 def dataset_key(result: dict) -> tuple:
@@ -193,14 +210,27 @@ def _series_key(p: dict) -> tuple:
     return (fmt_params(p.get("params")), p.get("threads"))
 
 
+def concurrent_points(result: dict) -> list[dict]:
+    """A result's concurrent measurements as points (params, threads, clients, qps, latencies,
+    recall10): the levels of its ``concurrent`` block, which is where `vdbbench run --mode
+    concurrent` writes them (docs/result-schema.md), and any points of mode "concurrent"."""
+    out = [p for p in result["points"] if p.get("mode") == CONCURRENT]
+    c = result.get("concurrent")
+    if isinstance(c, dict):
+        for level in c.get("levels") or []:
+            out.append({"params": c.get("params"), "threads": c.get("threads_per_call", 1), "mode": CONCURRENT,
+                        "recall10": c.get("recall10"), **level})
+    return out
+
+
 def concurrent_series(runs: Sequence[dict]) -> list[tuple[str, str, list[dict]]]:
     """(index, label, points by clients) for every index and parameter set measured concurrently."""
     out = []
     for r in runs:
         name = r["index"]["name"]
         groups: dict[tuple, list[dict]] = {}
-        for p in r["points"]:
-            if p.get("mode") == CONCURRENT and timed(p) and p.get("clients") is not None:
+        for p in concurrent_points(r):
+            if timed(p) and p.get("clients") is not None:
                 groups.setdefault(_series_key(p), []).append(p)
         for (params, threads), pts in groups.items():
             label = f"{name} {params}" + (f" ({threads}t)" if threads not in (None, 1) else "")
