@@ -186,3 +186,20 @@ def test_texmex_members_of_another_tarball_are_not_reused(tmp_path, data_dir, mo
     ds = load_dataset("mini", progress=False)
     np.testing.assert_array_equal(ds.train, base2)
     assert [p.name for p in (data_dir / "mini").iterdir() if p.name.startswith(".extract-")] == []
+
+
+@pytest.mark.parametrize("where,value,message", [("train", np.nan, r"train row 3, column 2 is nan"),
+                                                  ("test", np.inf, r"test row 1, column 0 is inf"),
+                                                  ("train", 1e300, r"train row 3, column 2 is inf")])
+def test_non_finite_vectors_are_refused_naming_the_place(tmp_path, data_dir, capsys, where, value, message):
+    # NaN or inf (or a float64 beyond float32's range) loaded silently: 'datasets info' showed the
+    # file as fine, and ground truth then failed inside the engine ('vectors contains NaN at row 3')
+    # without naming the file or whether base or queries, or with numpy/faiss came out arbitrary
+    rng = np.random.default_rng(9)
+    train, test = rng.random((40, 8)), rng.random((5, 8))
+    (train if where == "train" else test)[(3, 2) if where == "train" else (1, 0)] = value
+    path = _hdf5(tmp_path / "nonfinite.hdf5", train, test)  # float64 on disk, as some writers store it
+    with pytest.raises(DatasetError, match=message):
+        load_dataset(str(path), progress=False)
+    assert main(["datasets", "info", str(path)]) == 2
+    assert "nonfinite.hdf5" in capsys.readouterr().err

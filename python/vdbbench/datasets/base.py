@@ -97,6 +97,14 @@ def validate(ds: Dataset, where: str = "", k: int = 10) -> Dataset:
             raise DatasetError(f"{where}: {label} must be float32 C-contiguous, got {a.dtype}")
         if a.shape[0] == 0 or a.shape[1] == 0:
             raise DatasetError(f"{where}: {label} is empty (shape {a.shape})")
+        for start in range(0, a.shape[0], 1 << 16):  # in blocks: bounded memory on multi-GB sets
+            bad = ~np.isfinite(a[start : start + (1 << 16)])
+            if bad.any():
+                row, col = np.argwhere(bad)[0]
+                raise DatasetError(
+                    f"{where}: {label} row {start + row}, column {col} is {a[start + row, col]}; vectors must be "
+                    f"finite (a float64 value beyond float32's range becomes inf when loaded)"
+                )
     if ds.train.shape[1] != ds.test.shape[1]:
         raise DatasetError(
             f"{where}: dimension mismatch between train ({ds.train.shape[1]}) and test ({ds.test.shape[1]})"

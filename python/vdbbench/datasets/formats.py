@@ -88,8 +88,9 @@ def write_vecs(path: str | os.PathLike, array: np.ndarray) -> Path:
 def to_float32(a: np.ndarray, block_rows: int = 1 << 16) -> np.ndarray:
     """C-contiguous float32 copy of a (possibly memory-mapped, strided) array, converted in blocks."""
     out = np.empty(a.shape, dtype=np.float32)
-    for start in range(0, a.shape[0], block_rows):
-        out[start : start + block_rows] = a[start : start + block_rows]
+    with np.errstate(over="ignore"):  # values beyond float32 become inf, which `validate` refuses by name
+        for start in range(0, a.shape[0], block_rows):
+            out[start : start + block_rows] = a[start : start + block_rows]
     return out
 
 
