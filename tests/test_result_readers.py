@@ -141,3 +141,36 @@ def test_the_page_draws_the_concurrent_levels_a_run_writes(tmp_path):
     import re
     indexes = page[page.index("<h3>Indexes"):]
     assert re.findall(r">(yes|no)<", indexes)[:2] == ["yes", "no"]  # ivf reached the target, the peer did not
+
+
+# ---------------------------------------------------------------------------------------------
+# The Pareto plot (vdbbench plot)
+# ---------------------------------------------------------------------------------------------
+
+
+def _other_data(r: dict) -> None:
+    """r as if measured on other data: a second run into the same --out, or files put together."""
+    r["dataset"].update(name="synth-sift-50k", n=50_000, sha256="0" * 64)
+
+
+def test_plot_refuses_results_of_two_datasets_on_one_set_of_axes(tmp_path, capsys):
+    # it drew both on one plot titled with the first file's dataset, exit 0
+    run = folder(tmp_path, {"faiss-ivf-flat": _other_data})
+    assert main(["plot", str(run), "-o", str(tmp_path / "p.png")]) == 2
+    err = capsys.readouterr().err
+    assert "was measured on synth-sift-50k" in err and "synth-sift-20k" in err
+    assert "Traceback" not in err and not (tmp_path / "p.png").exists()
+    assert main(["plot", str(BASELINE), "-o", str(tmp_path / "p.png")]) == 0  # one dataset: drawn
+
+
+def test_plot_passes_over_points_swept_for_recall_only(tmp_path):
+    # the page draws only timed points (qps null: swept for recall only); the plot crashed on them
+    from vdbbench.bench.plot import series
+
+    def untime(r):
+        r["points"][0]["qps"] = None
+
+    run = folder(tmp_path, {"ivf": untime})
+    assert main(["plot", str(run), "-o", str(tmp_path / "p.png")]) == 0
+    r = load_result(run / "ivf.json")
+    assert sum(map(len, series(r).values())) == len(r["points"]) - 1

@@ -458,6 +458,8 @@ def cmd_plot(args) -> int:
         raise UsageError(f"-o expects a .png file name, got {out}")
     try:
         plot_results(runs, out, title=args.title)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
     print(f"wrote {out}")

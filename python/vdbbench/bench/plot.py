@@ -25,7 +25,8 @@ def series(result: dict) -> dict[tuple[str, int], list[tuple[float, float]]]:
     """Per (mode, threads), the (recall10, qps) of every point of one result."""
     out: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for p in result["points"]:
-        out.setdefault((p["mode"], p["threads"]), []).append((p["recall10"], p["qps"]))
+        if p.get("qps") is not None:  # a point only swept for recall has no QPS to draw
+            out.setdefault((p["mode"], p["threads"]), []).append((p["recall10"], p["qps"]))
     return out
 
 
@@ -39,6 +40,13 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
     """Draw every series' Pareto front (all points faint) into ``out`` (PNG)."""
     if not runs:
         raise ValueError("nothing to plot: no results given")
+    ds0 = runs[0]["dataset"]
+    for r in runs[1:]:  # one set of axes, one title: fronts measured on other data do not belong
+        ds = r["dataset"]
+        if (ds["sha256"], ds["nq"]) != (ds0["sha256"], ds0["nq"]):
+            raise ValueError(f"{r['index']['name']} was measured on {ds['name']} (nq={ds['nq']:,}), "
+                             f"{runs[0]['index']['name']} on {ds0['name']} (nq={ds0['nq']:,}): plot each "
+                             "dataset's results on their own (vdbbench report gives each dataset a section)")
     if target is None:
         target = runs[0].get("run", {}).get("target_recall", RECALL_TARGET)
     fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
