@@ -203,3 +203,41 @@ def test_non_finite_vectors_are_refused_naming_the_place(tmp_path, data_dir, cap
         load_dataset(str(path), progress=False)
     assert main(["datasets", "info", str(path)]) == 2
     assert "nonfinite.hdf5" in capsys.readouterr().err
+
+
+def test_malformed_length_headers_are_a_download_error(tmp_path):
+    # int() of a malformed Content-Length or Content-Range total raised ValueError out of the
+    # download: not a DownloadError, so no other source was tried and the CLI showed a traceback
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from vdbbench.datasets import DownloadError
+    from vdbbench.datasets.download import download
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            if self.path == "/length.bin":
+                self.send_response(200)
+                self.send_header("Content-Length", "abc")
+            else:
+                self.send_response(206)
+                self.send_header("Content-Range", "bytes 0-9/xyz")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"0123456789")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(DownloadError, match=r"length\.bin: server sent a malformed Content-Length 'abc'"):
+            download(f"{url}/length.bin", tmp_path / "length.bin", progress=False)
+        with pytest.raises(DownloadError, match=r"range\.bin: server sent a malformed Content-Range"):
+            download(f"{url}/range.bin", tmp_path / "range.bin", progress=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not (tmp_path / "length.bin").exists() and not (tmp_path / "range.bin").exists()

@@ -34,7 +34,7 @@ def _open(url: str, offset: int, timeout: float):
     return urllib.request.urlopen(request, timeout=timeout)
 
 
-def _total_from(response, offset: int) -> tuple[int | None, bool]:
+def _total_from(response, offset: int, url: str = "") -> tuple[int | None, bool]:
     """(total size if known, whether the server honoured our Range request)."""
     status = getattr(response, "status", None)
     if status == 206:
@@ -42,13 +42,17 @@ def _total_from(response, offset: int) -> tuple[int | None, bool]:
         try:
             span, total = content_range.split(" ", 1)[1].split("/")
             start = int(span.split("-")[0])
+            total = int(total) if total != "*" else None
         except (IndexError, ValueError):
-            raise DownloadError(f"server sent a malformed Content-Range {content_range!r}") from None
+            raise DownloadError(f"{url}: server sent a malformed Content-Range {content_range!r}") from None
         if start != offset:
-            raise DownloadError(f"server resumed at byte {start}, but {offset} bytes are on disk")
-        return (int(total) if total != "*" else None), True
+            raise DownloadError(f"{url}: server resumed at byte {start}, but {offset} bytes are on disk")
+        return total, True
     length = response.headers.get("Content-Length") if hasattr(response, "headers") else None
-    return (int(length) if length else None), False
+    try:
+        return (int(length) if length else None), False
+    except ValueError:
+        raise DownloadError(f"{url}: server sent a malformed Content-Length {length!r}") from None
 
 
 def download(
@@ -119,7 +123,7 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
                 break
             try:
                 with _open(url, offset, timeout) as response:
-                    reported, resumed = _total_from(response, offset)
+                    reported, resumed = _total_from(response, offset, url)
                     if not resumed and offset:
                         offset = 0  # server ignored Range: start again from the first byte
                     if reported is not None:
