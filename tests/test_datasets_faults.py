@@ -241,3 +241,12 @@ def test_malformed_length_headers_are_a_download_error(tmp_path):
         server.shutdown()
         server.server_close()
     assert not (tmp_path / "length.bin").exists() and not (tmp_path / "range.bin").exists()
+
+
+def test_generated_name_too_large_for_memory_is_a_clear_error(data_dir, capsys):
+    # a typo such as synth-sift-99999999999m ended in numpy's ValueError / MemoryError traceback
+    assert main(["datasets", "generate", "synth-sift-99999999999m"]) == 2
+    err = capsys.readouterr().err
+    assert "synth-sift-99999999999m: cannot generate" in err and "GiB in memory" in err and "Traceback" not in err
+    with pytest.raises(DatasetError, match="choose a smaller n"):
+        load_dataset("synth-float-99999999999m", progress=False)

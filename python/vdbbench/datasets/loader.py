@@ -61,7 +61,12 @@ def generate(name: str, seed: int = 0, nq: int | None = None) -> Dataset:
             ds.extra.update(seed=seed, generator_version=version, cached=str(path))
             ds.sha256 = ds.extra["content_sha256"] = content_hash(ds.train, ds.test)
             return ds
-    train, test = _GENERATORS[kind](n, nq, seed=seed)
+    try:
+        train, test = _GENERATORS[kind](n, nq, seed=seed)
+    except (MemoryError, ValueError) as exc:  # numpy: "Unable to allocate" / "array is too big"
+        need = (n + nq) * (128 if kind == "sift" else 64) * 4
+        raise DatasetError(f"{name}: cannot generate {n:,} vectors, {need / 2**30:,.1f} GiB in memory ({exc}); "
+                           f"choose a smaller n") from None
     ds = Dataset(name=name, train=train, test=test, metric=_SYNTH_METRIC, synthetic=True, source="generated",
                  extra={"seed": seed, "generator_version": version, "cached": str(path)})
     ds.sha256 = ds.extra["content_sha256"] = content_hash(train, test)
