@@ -13,11 +13,11 @@ are listed.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from vdbbench.bench.report import paired_ratio
+from vdbbench.bench.results import load_result
 
 NAMES = {
     "faiss-ivf-flat": "IVF-Flat", "faiss-ivf-sq8": "IVF-SQ8", "faiss-ivf-sqfp16": "IVF-SQfp16",
@@ -28,40 +28,66 @@ IVF_FAMILY = ("faiss-ivf-flat", "faiss-ivf-sq8", "faiss-ivf-sqfp16", "faiss-ivf-
 GRAPHS = ("faiss-hnsw", "hnswlib", "usearch")
 
 
+class BadInput(ValueError):
+    """A folder the table cannot be made from (unreadable result, results of two datasets)."""
+
+
 def hardest(h: dict, heads: dict[str, dict], family: tuple[str, ...]) -> tuple[float, str] | None:
-    """(ours / peer, peer) for the family's peer with the smallest ratio in this mode, if any ran."""
-    ratios = [(paired_ratio(h, heads[n]), n) for n in family if n in heads]
+    """(ours / peer, peer) for the family's peer with the smallest ratio in this mode, among those
+    that reached the target in it (a peer that missed has no QPS at the target to compare)."""
+    ratios = [(paired_ratio(h, heads[n]), n) for n in family if n in heads and heads[n]["qps"] is not None]
     return min(ratios) if ratios else None
 
 
-def rows(folder: Path) -> tuple[list[str], str | None, list[str]]:
-    ours = json.loads((folder / "ivf.json").read_text())
-    peers = {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))
-             if p.stem in NAMES}
+def _load(path: Path) -> dict:
+    try:
+        return load_result(path)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def rows(folder: Path) -> tuple[list[str], list[str], list[str]]:
+    ours = _load(folder / "ivf.json")
+    peers = {p.stem: _load(p) for p in sorted(folder.glob("*.json")) if p.stem in NAMES}
+    key_ds = lambda r: (r["dataset"]["sha256"], r["dataset"]["nq"])  # noqa: E731
+    for name, p in peers.items():  # a file left by an earlier run into the same folder
+        if key_ds(p) != key_ds(ours):
+            raise BadInput(f"{folder / (name + '.json')} was measured on {p['dataset']['name']} "
+                             f"(nq={p['dataset']['nq']:,}), ivf on {ours['dataset']['name']} "
+                             f"(nq={ours['dataset']['nq']:,}): not the same run, no ratio to take")
     ds = ours["dataset"]["name"]
     out = []
-    qps = lambda x: f"{(x.get('qps_paired') or x['qps']):,.0f}"  # noqa: E731
+    missed = []
     for h in ours["headline"]:
         key = (h["mode"], h["threads"])
         heads = {n: x for n, p in peers.items()
                  if (x := next((x for x in p["headline"] if (x["mode"], x["threads"]) == key), None))}
         mode = f"{'batch' if h['mode'] == 'batch' else 'single query'}, {h['threads']} thread{'s' if h['threads'] > 1 else ''}"
-        cells = [ds, mode, f"{qps(h)} ({h['recall10']:.3f})"]
+        missed += [f"{NAMES[n]} ({mode})" for n, x in heads.items() if x["qps"] is None]
+        if h["qps"] is None:
+            out.append("| " + " | ".join([ds, mode, "missed the target", "-", "-", "-", "-"]) + " |")
+            continue
+        cells = [ds, mode, f"{(h.get('qps_paired') or h['qps']):,.0f} ({h['recall10']:.3f})"]
         for found in (hardest(h, heads, IVF_FAMILY), hardest(h, heads, GRAPHS)):
             if found:
                 ratio, name = found
-                cells += [f"{NAMES[name]} {qps(heads[name])}", f"{ratio:.2f}x"]
+                peer = heads[name]
+                # the QPS shown is the one the ratio is taken over: the paired re-timing when both
+                # sides have it (`paired_ratio`), else the sweep's own, marked
+                paired = bool(h.get("qps_paired") and peer.get("qps_paired"))
+                cells += [f"{NAMES[name]} {(peer['qps_paired'] if paired else peer['qps']):,.0f}",
+                          f"{ratio:.2f}x" + ("" if paired else f" (unpaired: ivf {h['qps']:,.0f})")]
             else:
                 cells += ["-", "-"]
         out.append("| " + " | ".join(cells) + " |")
     b = ours["build"]
     sq8 = peers.get("faiss-ivf-sq8", {}).get("build")
-    note = None
+    notes = [f"- {ds}: missed the target, not compared: {', '.join(missed)}"] if missed else []
     if sq8:
         cached = " (its cached build, from an earlier run)" if sq8.get("cached") else ""
-        note = (f"- {ds}: build (train + add) {b['train_s'] + b['add_s']:.1f} s, faiss IVF-SQ8 "
+        notes.append(f"- {ds}: build (train + add) {b['train_s'] + b['add_s']:.1f} s, faiss IVF-SQ8 "
                 f"{sq8['train_s'] + sq8['add_s']:.1f} s{cached}")
-    return out, note, sorted(peers)
+    return out, notes, sorted(peers)
 
 
 def main(argv: list[str]) -> int:
@@ -72,9 +98,13 @@ def main(argv: list[str]) -> int:
     print("|---|---|---:|---|---:|---|---:|")
     notes = []
     for folder in argv:
-        table, note, compared = rows(Path(folder))
+        try:
+            table, folder_notes, compared = rows(Path(folder))
+        except BadInput as exc:
+            print(f"readme_table: {exc}", file=sys.stderr)
+            return 2
         print("\n".join(table))
-        notes += [note] if note else []
+        notes += folder_notes
         notes.append(f"- {Path(folder).name}: peers compared: {', '.join(NAMES[n] for n in compared)}")
     print("\n" + "\n".join(notes))
     return 0

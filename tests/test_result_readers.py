@@ -174,3 +174,76 @@ def test_plot_passes_over_points_swept_for_recall_only(tmp_path):
     assert main(["plot", str(run), "-o", str(tmp_path / "p.png")]) == 0
     r = load_result(run / "ivf.json")
     assert sum(map(len, series(r).values())) == len(r["points"]) - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The README table (benchmarks/readme_table.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def readme_table(folder: Path) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "readme_table.py"), str(folder)],
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _rows(out: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()
+            if line.startswith("| ") and not line.startswith("| data")]
+
+
+def _missed(r: dict) -> None:
+    for h in r["headline"]:
+        h.update({k: None for k in ("params", "qps", "recall10", "recall10_low", "recall10_ids", "p50_ms", "p99_ms")})
+        h.pop("qps_paired", None)
+
+
+def test_readme_table_refuses_a_peer_measured_on_other_data(tmp_path):
+    # the peer's file left by an earlier run into the same folder: its QPS made the ratio, exit 0
+    run = folder(tmp_path, {"faiss-ivf-flat": _other_data})
+    rc, out, err = readme_table(run)
+    assert rc == 2 and "faiss-ivf-flat.json was measured on synth-sift-50k" in err and "Traceback" not in err
+    assert "x |" not in out
+
+
+@pytest.mark.parametrize("damage", [lambda f: f.write_text(f.read_text()[:3000]),
+                                    lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "build": {}}))])
+def test_readme_table_on_a_damaged_result_is_a_clear_error(damage, tmp_path):
+    run = folder(tmp_path)
+    damage(run / "ivf.json")
+    rc, _, err = readme_table(run)
+    assert rc == 2 and "ivf.json: not a" in err and "Traceback" not in err
+
+
+def test_readme_table_on_a_peer_or_ours_that_missed_the_target(tmp_path):
+    # a peer with no point reaching the target in a mode (a null headline) ended the script in a
+    # TypeError, and so did our own index missing it
+    rc, out, err = readme_table(folder(tmp_path, {"faiss-ivf-flat": _missed}, "peer"))
+    assert rc == 0, err
+    (row,) = _rows(out)
+    assert row[3:5] == ["-", "-"] and "missed the target, not compared: IVF-Flat (batch, 1 thread)" in out
+    rc, out, err = readme_table(folder(tmp_path, {"ivf": _missed}, "ours"))
+    assert rc == 0, err
+    (row,) = _rows(out)
+    assert row[2] == "missed the target" and row[4] == "-"
+
+
+def test_readme_table_shows_the_qps_its_ratio_is_taken_over(tmp_path):
+    ours, peer = result("ivf")["headline"][0], result("faiss-ivf-flat")["headline"][0]
+    rc, out, _ = readme_table(folder(tmp_path, name="paired"))
+    (row,) = _rows(out)
+    assert row[3] == f"IVF-Flat {peer['qps_paired']:,.0f}" and row[2].startswith(f"{ours['qps_paired']:,.0f} (")
+    assert row[4] == f"{ours['qps_paired'] / peer['qps_paired']:.2f}x"
+
+    def unpaired(r):
+        r["headline"][0].pop("qps_paired")
+
+    # the peer without a paired re-timing: the ratio is of the sweeps' QPS (paired_ratio), so the
+    # peer's cell showed that while ours showed its paired QPS, a ratio the two cells did not give
+    rc, out, _ = readme_table(folder(tmp_path, {"faiss-ivf-flat": unpaired}, "unpaired"))
+    (row,) = _rows(out)
+    assert row[3] == f"IVF-Flat {peer['qps']:,.0f}"
+    assert row[4] == f"{ours['qps'] / peer['qps']:.2f}x (unpaired: ivf {ours['qps']:,.0f})"
