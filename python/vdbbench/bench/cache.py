@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 
@@ -35,11 +36,15 @@ def load_cached(adapter: Adapter, dataset_sha: str) -> BuildInfo | None:
         meta = json.loads(meta_path.read_text())
         if meta.get("key") != adapter.cache_key() or meta.get("dataset_sha256") != dataset_sha:
             return None
+        b = meta["build"]
+        train_s, add_s, nbytes = b["train_s"], b["add_s"], b["bytes"]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                   for v in (train_s, add_s, *([] if nbytes is None else [nbytes]))):
+            return None  # the build figures a result would report from this entry are not figures
         adapter.load(str(path))
-    except (OSError, ValueError, RuntimeError):
-        return None  # unreadable or foreign entry: rebuild (and overwrite it)
-    b = meta["build"]
-    return BuildInfo(train_s=b["train_s"], add_s=b["add_s"], bytes=b["bytes"], cached=True)
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError):
+        return None  # unreadable, damaged or foreign entry: rebuild (and overwrite it)
+    return BuildInfo(train_s=train_s, add_s=add_s, bytes=nbytes, cached=True)
 
 
 def store(adapter: Adapter, dataset_sha: str, info: BuildInfo) -> BuildInfo:
