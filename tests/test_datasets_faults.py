@@ -250,3 +250,47 @@ def test_generated_name_too_large_for_memory_is_a_clear_error(data_dir, capsys):
     assert "synth-sift-99999999999m: cannot generate" in err and "GiB in memory" in err and "Traceback" not in err
     with pytest.raises(DatasetError, match="choose a smaller n"):
         load_dataset("synth-float-99999999999m", progress=False)
+
+
+def test_checksum_recorded_from_an_error_page_does_not_refuse_the_real_file(tmp_path, data_dir, monkeypatch, capsys):
+    # with no published hash, the first download's size and sha256 are recorded; when that
+    # "download" was an error page served with status 200, the record was of the page, so once
+    # the user deleted the unusable file every real download was refused ("server reports 17952
+    # bytes, but 44 are expected") until CHECKSUMS.json was found and deleted by hand
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from vdbbench.datasets.base import Dataset
+    from vdbbench.datasets.formats import write_ann_hdf5
+
+    rng = np.random.default_rng(10)
+    real = write_ann_hdf5(tmp_path / "real.hdf5", Dataset("t", rng.random((300, 8)).astype(np.float32),
+                                                          rng.random((5, 8)).astype(np.float32), "l2")).read_bytes()
+    served = {"body": b"<html>Service temporarily unavailable</html>"}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(served["body"])))
+            self.end_headers()
+            self.wfile.write(served["body"])
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    (tmp_path / "r.toml").write_text(
+        '[datasets.page]\nmetric = "l2"\ndim = 8\nn = 300\nnq = 5\n[[datasets.page.sources]]\n'
+        f'url = "http://127.0.0.1:{server.server_address[1]}/page.hdf5"\nformat = "ann-hdf5"\n')
+    monkeypatch.setenv("VDBBENCH_REGISTRY", str(tmp_path / "r.toml"))
+    try:
+        with pytest.raises(DatasetError, match="(?s)not an HDF5 file.*delete .*page.hdf5 and fetch again"):
+            load_dataset("page", offline_fallback=False, progress=False)
+        served["body"] = real
+        (data_dir / "page" / "page.hdf5").unlink()  # as the message says
+        ds = load_dataset("page", offline_fallback=False, progress=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert ds.n == 300 and (data_dir / "page" / "page.hdf5").read_bytes() == real

@@ -163,16 +163,24 @@ def load_path(path: str | os.PathLike, metric: str | None = None) -> Dataset:
 def _load_registered(entry: reg.Entry, source: reg.Source) -> Dataset:
     folder = entry.folder
     sha256 = reg.verify_cached(entry, source)  # the verified file's hash is the set's identity
-    if source.format == "ann-hdf5":
-        ds = read_ann_hdf5(folder / source.filename, name=entry.name)
-    else:
-        files = reg.extract_members(entry, source, sha256)  # members of exactly this tarball
-        ds = _load_texmex(files["base"], files["query"], files.get("groundtruth"), entry.name, entry.metric)
-    if ds.metric != entry.metric or ds.dim != entry.dim:
-        raise DatasetError(
-            f"{folder / source.filename}: holds metric {ds.metric}, dim {ds.dim}; the registry says "
-            f"{entry.metric}, dim {entry.dim}"
-        )
+    try:
+        if source.format == "ann-hdf5":
+            ds = read_ann_hdf5(folder / source.filename, name=entry.name)
+        else:
+            files = reg.extract_members(entry, source, sha256)  # members of exactly this tarball
+            ds = _load_texmex(files["base"], files["query"], files.get("groundtruth"), entry.name, entry.metric)
+        if ds.metric != entry.metric or ds.dim != entry.dim:
+            raise DatasetError(
+                f"{folder / source.filename}: holds metric {ds.metric}, dim {ds.dim}; the registry says "
+                f"{entry.metric}, dim {entry.dim}"
+            )
+    except DatasetError as exc:
+        # Not the data set (an error page served as the file, a body cut short without a length):
+        # a checksum recorded from it would refuse every good download after it, so it goes.
+        if reg.forget_record(entry, source):
+            raise DatasetError(f"{exc}\nThe cached copy is not usable and its recorded checksum was dropped: "
+                               f"delete {folder / source.filename} and fetch again.") from exc
+        raise
     ds.name = entry.name
     ds.source = source.url
     ds.sha256 = sha256

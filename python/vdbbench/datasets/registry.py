@@ -171,6 +171,17 @@ def verify_cached(entry_: Entry, source: Source) -> str:
     return digest
 
 
+def forget_record(entry_: Entry, source: Source) -> bool:
+    """Drop the size and sha256 recorded for a source's file (not a published one); True if one was dropped."""
+    if source.sha256:
+        return False
+    records = _read_records(entry_.folder)
+    if records.pop(source.filename, None) is None:
+        return False
+    _write_records(entry_.folder, records)
+    return True
+
+
 def cached_source(entry_: Entry) -> Source | None:
     """The first source whose file is already in the cache."""
     for source in entry_.sources:
