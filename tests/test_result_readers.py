@@ -247,3 +247,24 @@ def test_readme_table_shows_the_qps_its_ratio_is_taken_over(tmp_path):
     (row,) = _rows(out)
     assert row[3] == f"IVF-Flat {peer['qps']:,.0f}"
     assert row[4] == f"{ours['qps'] / peer['qps']:.2f}x (unpaired: ivf {ours['qps']:,.0f})"
+
+
+def test_the_page_says_which_recall_rule_chose_the_headline_and_keeps_rules_apart(tmp_path):
+    from vdbbench.pages.bench import benchmark_page, load_results
+
+    def held(r):  # a run with --recall-confidence 0.95
+        r["run"]["recall_confidence"] = 0.95
+        for h in r["headline"]:
+            h["recall10_low"] = h["recall10"] - 0.002
+
+    page = benchmark_page(load_results([folder(tmp_path, {"ivf": held, "faiss-ivf-flat": held}, "held")]))
+    # table.md said "(95% lower bound)", the page only "recall>=0.95" beside the mean recall10
+    assert "QPS @ recall&gt;=0.95 (95% lower bound)" in page or "QPS @ recall>=0.95 (95% lower bound)" in page
+    assert page.count('<section class="dataset"') == 1
+
+    # ours chosen under the lower bound, the peer (left by another run) under the mean: the page
+    # put them in one headline table with a ratio between QPS at different recalls
+    page = benchmark_page(load_results([folder(tmp_path, {"ivf": held}, "mixed")]))
+    assert page.count('<section class="dataset"') == 2
+    import re
+    assert set(re.findall(r">(\d+\.\d\d)x</td>", page)) == {"1.00"}  # no ratio across the two rules

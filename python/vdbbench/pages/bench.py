@@ -74,12 +74,16 @@ def _foreign(path: Path) -> bool:
 
 
 def dataset_key(result: dict) -> tuple:
-    ds = result["dataset"]
-    return (ds.get("name"), ds.get("n"), ds.get("nq"), ds.get("sha256"))
+    """The data and the recall rule a result's headline was chosen under: results that differ in
+    either do not share a headline table (their QPS are at different recalls)."""
+    ds, run = result["dataset"], result.get("run") or {}
+    return (ds.get("name"), ds.get("n"), ds.get("nq"), ds.get("sha256"),
+            run.get("target_recall", 0.95), run.get("recall_confidence") or 0.0, run.get("k", 10))
 
 
 def by_dataset(runs: Sequence[dict]) -> list[list[dict]]:
-    """Results grouped by the dataset (and query set) they were measured on, in input order."""
+    """Results grouped by the dataset (and query set) they were measured on and the recall rule
+    (target, confidence, k) their headlines were chosen under, in input order."""
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
         groups.setdefault(dataset_key(r), []).append(r)
@@ -284,6 +288,12 @@ def concurrent_figures(runs: Sequence[dict]):
 # ---------------------------------------------------------------------------------------------
 
 
+def _held(runs: Sequence[dict]) -> str:
+    """What the target holds: "" for the mean recall, " (95% lower bound)" under --recall-confidence."""
+    conf = max(((r.get("run") or {}).get("recall_confidence") or 0.0 for r in runs), default=0.0)
+    return f" ({conf:.0%} lower bound)" if conf else ""
+
+
 def headline_html(runs: Sequence[dict], ours: str | None, target: float) -> Raw:
     rows = headline_rows(list(runs), ours)
     cells, attrs = [], []
@@ -295,7 +305,7 @@ def headline_html(runs: Sequence[dict], ours: str | None, target: float) -> Raw:
             "-" if row["ratio"] is None else f"{row['ratio']:.2f}x",
         ])
         attrs.append('class="ours"' if row["index"] == ours else ('class="missed"' if row["qps"] is None else ""))
-    headers = ["index", "mode", f"QPS @ recall>={target:g}", "paired QPS", "recall@10", "params", "p50 / p99 ms",
+    headers = ["index", "mode", f"QPS @ recall>={target:g}{_held(runs)}", "paired QPS", "recall@10", "params", "p50 / p99 ms",
                f"{ours or 'ours'} / this"]
     return table(headers, cells, left=(0, 1, 5), row_attrs=attrs)
 
@@ -395,7 +405,7 @@ def _summary(runs: Sequence[dict]) -> str:
     simd = next((r["machine"].get("simd") for r in runs if (r.get("machine") or {}).get("simd")), None)
     return (f'<p>{ds.get("n", 0):,} vectors of dim {esc(ds.get("dim"))} ({esc(ds.get("metric"))}), '
             f'{ds.get("nq", 0):,} queries; {esc(origin)}. {len(runs)} index{"es" if len(runs) != 1 else ""}, '
-            f'target recall@10 >= {run.get("target_recall", 0.95):g}; measured on {esc(m.get("cpu"))}, '
+            f'target recall@10 >= {run.get("target_recall", 0.95):g}{_held(runs)}; measured on {esc(m.get("cpu"))}, '
             f'{esc(m.get("cores"))} cores' + (f", SIMD {esc(simd)}" if simd else "") + ".</p>")
 
 
@@ -421,7 +431,8 @@ def _section(runs: Sequence[dict], ours: str | None, paths: dict[int, Path], n: 
     untimed = sum(1 for r in runs for p in r["points"] if not timed(p))
     if untimed:
         parts.append(f'<p class="note">{untimed} points were only swept for recall (not timed) and are not drawn.</p>')
-    parts.append(f"<h3>Headline: highest QPS at recall@10 >= {target:g}</h3>" + headline_html(runs, ours_here, target))
+    parts.append(f"<h3>Headline: highest QPS at recall@10 >= {target:g}{_held(runs)}</h3>"
+                 + headline_html(runs, ours_here, target))
     if ours_here and len(runs) > 1:
         parts.append(f'<p class="note">{esc(ours_here)} / this: ratio of QPS, from the interleaved re-timing of the '
                      "headline points (paired QPS) when both have it, so both sides saw the same machine load.</p>")
