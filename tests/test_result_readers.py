@@ -209,6 +209,14 @@ def test_readme_table_refuses_a_peer_measured_on_other_data(tmp_path):
     assert "x |" not in out
 
 
+def test_readme_table_refuses_a_peer_held_to_another_recall_rule(tmp_path):
+    def lower_bound(r):
+        r["run"]["recall_confidence"] = 0.95
+
+    rc, out, err = readme_table(folder(tmp_path, {"faiss-ivf-flat": lower_bound}))
+    assert rc == 2 and "faiss-ivf-flat.json chose its headline at target, confidence, k" in err
+
+
 @pytest.mark.parametrize("damage", [lambda f: f.write_text(f.read_text()[:3000]),
                                     lambda f: f.write_text(json.dumps({**json.loads(f.read_text()), "build": {}}))])
 def test_readme_table_on_a_damaged_result_is_a_clear_error(damage, tmp_path):
