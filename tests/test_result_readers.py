@@ -276,3 +276,25 @@ def test_the_page_says_which_recall_rule_chose_the_headline_and_keeps_rules_apar
     assert page.count('<section class="dataset"') == 2
     import re
     assert set(re.findall(r">(\d+\.\d\d)x</td>", page)) == {"1.00"}  # no ratio across the two rules
+
+
+# ---------------------------------------------------------------------------------------------
+# vdbbench compare
+# ---------------------------------------------------------------------------------------------
+
+
+def test_compare_notes_a_different_recall_rule_k_or_query_count(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # one note a line
+    # it noted a different dataset, CPU or target, but compared headlines chosen by the mean
+    # recall with ones chosen by its lower bound (or on 1,000 vs 200 queries) without a word
+    def other_rule(r):
+        r["run"]["recall_confidence"] = 0.95
+        r["dataset"]["nq"] = 200
+
+    b = folder(tmp_path, {"ivf": other_rule}) / "ivf.json"
+    assert main(["compare", str(BASELINE / "ivf.json"), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "different recall rules: the mean recall10 vs the 0.95 lower bound of recall10" in out
+    assert "different queries: the first 1,000 vs 200" in out
+    assert main(["compare", str(BASELINE / "ivf.json"), str(BASELINE / "ivf.json")]) == 0
+    assert "note:" not in capsys.readouterr().out

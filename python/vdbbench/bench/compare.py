@@ -52,4 +52,12 @@ def differences_in_setup(a: dict, b: dict) -> list[str]:
     ra, rb = a.get("run", {}), b.get("run", {})
     if ra.get("target_recall") != rb.get("target_recall"):
         out.append(f"different targets: {ra.get('target_recall')} vs {rb.get('target_recall')}")
+    ca, cb = ra.get("recall_confidence") or 0.0, rb.get("recall_confidence") or 0.0
+    if ca != cb:  # the headlines were chosen by different recall figures
+        rule = lambda c: f"the {c:g} lower bound of recall10" if c else "the mean recall10"  # noqa: E731
+        out.append(f"different recall rules: {rule(ca)} vs {rule(cb)} reaches the target")
+    if ra.get("k") != rb.get("k"):
+        out.append(f"different k: {ra.get('k')} vs {rb.get('k')}")
+    if a["dataset"]["nq"] != b["dataset"]["nq"] and a["dataset"]["sha256"] == b["dataset"]["sha256"]:
+        out.append(f"different queries: the first {a['dataset']['nq']:,} vs {b['dataset']['nq']:,}")
     return out
