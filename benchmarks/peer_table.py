@@ -42,12 +42,24 @@ def main(argv: list[str] | None = None) -> int:
     rc = vdbbench_main(run_argv)
     if rc not in (0, 1):  # bad usage or interrupted: nothing complete to tabulate
         return rc
+    if not (out / "ivf.json").exists():  # ivf failed (the run said why): no row to head
+        print(f"peer_table: {out / 'ivf.json'} was not written; no table", file=sys.stderr)
+        return rc or 1
     ours = json.loads((out / "ivf.json").read_text())
     m, ds, git = ours["machine"], ours["dataset"], ours.get("git") or {}
+    # faiss's version from whichever faiss peer of this run wrote a result (a peer whose library
+    # is missing is skipped and writes none; the first peer need not be a faiss one)
+    faiss = "?"
+    for name in args.peers.split(","):
+        f = out / f"{name.strip()}.json"
+        if f.exists():
+            r = json.loads(f.read_text())
+            if r["dataset"]["sha256"] == ds["sha256"] and r["machine"].get("faiss"):
+                faiss = r["machine"]["faiss"]
+                break
     header = (
         f"{ds['name']}{' (generated replica)' if ds['synthetic'] else ''}: n={ds['n']:,}, dim={ds['dim']}, "
-        f"nq={ds['nq']:,}; {m['cpu']}, {m['cores']} cores, SIMD {m['simd']}; faiss "
-        f"{json.loads((out / (args.peers.split(',')[0] + '.json')).read_text())['machine'].get('faiss', '?')}; "
+        f"nq={ds['nq']:,}; {m['cpu']}, {m['cores']} cores, SIMD {m['simd']}; faiss {faiss}; "
         f"git {git.get('commit', '?')[:10]}{' (dirty)' if git.get('dirty') else ''}\n\n"
         f"Command: `vdbbench {' '.join(run_argv)}`\n\n"
     )

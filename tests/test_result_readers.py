@@ -298,3 +298,43 @@ def test_compare_notes_a_different_recall_rule_k_or_query_count(tmp_path, capsys
     assert "different queries: the first 1,000 vs 200" in out
     assert main(["compare", str(BASELINE / "ivf.json"), str(BASELINE / "ivf.json")]) == 0
     assert "note:" not in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# benchmarks/peer_table.py (the run itself stubbed: it writes the baseline's files)
+# ---------------------------------------------------------------------------------------------
+
+
+def _peer_table(monkeypatch, out: Path, peers: str, files: tuple[str, ...], rc: int = 0) -> int:
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import peer_table
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+    def fake_run(argv):
+        out.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copy(BASELINE / f, out / f)
+        return rc
+
+    monkeypatch.setattr(peer_table, "vdbbench_main", fake_run)
+    return peer_table.main(["--dataset", "synth-sift-20k", "--peers", peers, "--out", str(out)])
+
+
+def test_peer_table_when_the_first_peer_wrote_no_result(tmp_path, monkeypatch, capsys):
+    # hnswlib first and not installed (reported and skipped, no hnswlib.json): the header's faiss
+    # version was read from that file, a FileNotFoundError traceback after the whole run
+    faiss = result("faiss-ivf-flat")["machine"]["faiss"]
+    out = tmp_path / "t"
+    assert _peer_table(monkeypatch, out, "hnswlib,faiss-ivf-flat", ("ivf.json", "faiss-ivf-flat.json", "table.md")) == 0
+    assert f"faiss {faiss};" in (out / "table.md").read_text()
+
+
+def test_peer_table_when_ivf_failed(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "t"
+    assert _peer_table(monkeypatch, out, "faiss-ivf-flat", ("faiss-ivf-flat.json", "table.md"), rc=1) == 1
+    assert "ivf.json was not written" in capsys.readouterr().err
