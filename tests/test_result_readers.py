@@ -338,3 +338,20 @@ def test_peer_table_when_ivf_failed(tmp_path, monkeypatch, capsys):
     out = tmp_path / "t"
     assert _peer_table(monkeypatch, out, "faiss-ivf-flat", ("faiss-ivf-flat.json", "table.md"), rc=1) == 1
     assert "ivf.json was not written" in capsys.readouterr().err
+
+
+def test_a_run_with_another_k_is_labelled_recall_at_that_k(tmp_path, capsys):
+    from vdbbench.pages.bench import benchmark_page, load_results
+
+    def k20(r):  # vdbbench run --k 20: recall10 holds recall@20 (common.recall at k)
+        r["run"]["k"] = 20
+
+    run = folder(tmp_path, {"ivf": k20, "faiss-ivf-flat": k20})
+    page = benchmark_page(load_results([run]))
+    # the page said recall@10 on its axes, hover, headline and target ("recall@10 >= 0.95, k=20")
+    assert "recall@10" not in page and "recall@20 &gt;= 0.95" in page
+    assert "recall@20 (k-nn, ann-benchmarks)" in page
+
+    mixed = folder(tmp_path, {"ivf": k20}, "mixed")
+    assert main(["plot", str(mixed), "-o", str(tmp_path / "p.png")]) == 2  # recall@20 and @10 on one axis
+    assert "k=20" in capsys.readouterr().err

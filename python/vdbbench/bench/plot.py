@@ -43,9 +43,10 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
     ds0 = runs[0]["dataset"]
     for r in runs[1:]:  # one set of axes, one title: fronts measured on other data do not belong
         ds = r["dataset"]
-        if (ds["sha256"], ds["nq"]) != (ds0["sha256"], ds0["nq"]):
-            raise ValueError(f"{r['index']['name']} was measured on {ds['name']} (nq={ds['nq']:,}), "
-                             f"{runs[0]['index']['name']} on {ds0['name']} (nq={ds0['nq']:,}): plot each "
+        if (ds["sha256"], ds["nq"], r.get("run", {}).get("k")) != (ds0["sha256"], ds0["nq"], runs[0].get("run", {}).get("k")):
+            raise ValueError(f"{r['index']['name']} was measured on {ds['name']} (nq={ds['nq']:,}, "
+                             f"k={r.get('run', {}).get('k')}), {runs[0]['index']['name']} on {ds0['name']} "
+                             f"(nq={ds0['nq']:,}, k={runs[0].get('run', {}).get('k')}): plot each "
                              "dataset's results on their own (vdbbench report gives each dataset a section)")
     if target is None:
         target = runs[0].get("run", {}).get("target_recall", RECALL_TARGET)
@@ -64,7 +65,7 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
     # x in data units, y in axes units: the label sits on top of the line whatever the QPS range.
     ax.text(target, 1.0, f" target {target:g}", color="gray", va="bottom", transform=ax.get_xaxis_transform())
     ax.set_yscale("log")
-    ax.set_xlabel("recall@10 (k-nn, ann-benchmarks)")
+    ax.set_xlabel(f"recall@{runs[0].get('run', {}).get('k', 10)} (k-nn, ann-benchmarks)")  # --k: recall@k
     ax.set_ylabel("queries per second (log)")
     ds = runs[0]["dataset"]
     ax.set_title(title or f"{ds['name']}{' (generated)' if ds.get('synthetic') else ''}: n={ds['n']:,}, nq={ds['nq']:,}")

@@ -448,7 +448,9 @@ def _section(runs: Sequence[dict], ours: str | None, paths: dict[int, Path], n: 
                  "<div><h3>Machine</h3>" + _machine_facts(runs) + "</div></div>")
     parts.append("<h3>Run</h3>" + _run_facts(run))
     parts.append("</section>")
-    return "\n".join(parts)
+    html = "\n".join(parts)
+    k = run.get("k", 10)  # one k a section (`dataset_key`): a run with --k 20 measured recall@20
+    return html if k == 10 else html.replace("recall@10", f"recall@{k}")
 
 
 def benchmark_page(results: Sequence[tuple[Path, dict]], ours: str | None = None, title: str | None = None) -> str:
