@@ -27,7 +27,7 @@ import numpy as np
 
 from vdbbench.adapters.interface import RunOptions
 from vdbbench.bench.data import resolve
-from vdbbench.bench.results import dataset_sha256
+from vdbbench.bench.results import dataset_sha256, load_result
 from vdbbench.bench.runner import NullReporter, RunConfig, build_index
 from vdbbench.common.recall import knn_recall
 from vdbbench.adapters.registry import adapter_class
@@ -43,7 +43,7 @@ def dataset_ref(ds_info: dict) -> str:
 
 
 def check(path: Path, nmax: int | None, reselect: bool = False, chosen: dict | None = None) -> bool:
-    res = json.loads(path.read_text())
+    res = load_result(path)
     ds_info, index, run = res["dataset"], res["index"], res["run"]
     seen = ds_info["nq"]
     if seen >= ds_info.get("nq_total", seen):
@@ -105,10 +105,22 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     # `FOLDER/ivf.json FOLDER/*.json`: ours first (the QPS ratios are over the first), each once
     a.results = list(dict.fromkeys(r.resolve() for r in a.results))
+    try:  # every file readable, and (the ratios are over the first) all of one run's data
+        loaded = [load_result(r) for r in a.results]
+    except ValueError as exc:
+        print(f"heldout_check: {exc}", file=sys.stderr)
+        return 2
+    key = lambda r: (r["dataset"]["sha256"], r["dataset"]["nq"])  # noqa: E731
+    for path, r in zip(a.results[1:], loaded[1:]):
+        if key(r) != key(loaded[0]):
+            print(f"heldout_check: {path} was measured on {r['dataset']['name']} (nq={r['dataset']['nq']:,}), "
+                  f"{a.results[0]} on {loaded[0]['dataset']['name']} (nq={loaded[0]['dataset']['nq']:,}): "
+                  "check each run's files on their own", file=sys.stderr)
+            return 2
     chosen: dict = {}
     ok = all([check(r, a.queries, a.reselect, chosen) for r in a.results])
     if a.reselect and len(a.results) > 1 and chosen:
-        first = json.loads(a.results[0].read_text())["index"]["name"]
+        first = loaded[0]["index"]["name"]
         print(f"\nheld-out headlines, {first} QPS / each other's (unpaired, same run):")
         for where, by in chosen.items():
             if first in by:

@@ -355,3 +355,26 @@ def test_a_run_with_another_k_is_labelled_recall_at_that_k(tmp_path, capsys):
     mixed = folder(tmp_path, {"ivf": k20}, "mixed")
     assert main(["plot", str(mixed), "-o", str(tmp_path / "p.png")]) == 2  # recall@20 and @10 on one axis
     assert "k=20" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# benchmarks/heldout_check.py (refusals only: nothing is rebuilt)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_heldout_check_refuses_damaged_and_mixed_results_before_building(tmp_path):
+    import subprocess
+    import sys
+
+    def check(*files):
+        return subprocess.run([sys.executable, str(REPO / "benchmarks" / "heldout_check.py"), *map(str, files)],
+                              capture_output=True, text=True, timeout=60)
+
+    run = folder(tmp_path, {"faiss-ivf-flat": _other_data})
+    (run / "ivf.json").write_text((run / "ivf.json").read_text()[:4000])
+    proc = check(run / "ivf.json")  # was a JSONDecodeError traceback
+    assert proc.returncode == 2 and "ivf.json: not a readable JSON result file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # --reselect prints the first file's QPS over the others': of a peer measured on other data
+    proc = check(BASELINE / "ivf.json", run / "faiss-ivf-flat.json", "--reselect")
+    assert proc.returncode == 2 and "faiss-ivf-flat.json was measured on synth-sift-50k" in proc.stderr
