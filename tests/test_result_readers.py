@@ -378,3 +378,29 @@ def test_heldout_check_refuses_damaged_and_mixed_results_before_building(tmp_pat
     # --reselect prints the first file's QPS over the others': of a peer measured on other data
     proc = check(BASELINE / "ivf.json", run / "faiss-ivf-flat.json", "--reselect")
     assert proc.returncode == 2 and "faiss-ivf-flat.json was measured on synth-sift-50k" in proc.stderr
+
+
+def test_the_page_tells_apart_one_index_measured_twice(tmp_path):
+    from test_pages import figures
+
+    from vdbbench.pages.bench import benchmark_page, load_results
+
+    def faster(r):
+        for x in r["points"] + r["headline"]:
+            x["qps"] *= 2
+            if x.get("qps_paired"):
+                x["qps_paired"] *= 2
+
+    old, new = folder(tmp_path, name="old"), folder(tmp_path, {"ivf": faster}, name="new")
+    # `vdbbench report old/ new/`: two "ivf" rows no one could tell apart, one colour, one legend group
+    page = benchmark_page(load_results([old, new]))
+    traces, _ = figures(page)["pareto-0-batch-1"]
+    fronts = {t["name"]: t for t in traces if t["mode"] == "lines+markers"}
+    assert {"ivf (old/ivf.json)", "ivf (new/ivf.json)"} <= set(fronts)
+    assert fronts["ivf (old/ivf.json)"]["line"]["color"] != fronts["ivf (new/ivf.json)"]["line"]["color"]
+    assert "ivf (old/ivf.json) / this" in page and "0.50x" in page  # ratios to the first named
+    # one file named twice (a folder and a file in it) is one result, not two rows
+    page = benchmark_page(load_results([old, old / "ivf.json"]))
+    assert "ivf (old/" not in page
+    head = page[page.index("<h3>Headline"):page.index("</table>", page.index("<h3>Headline"))]
+    assert head.count("<td") == benchmark_page(load_results([old])).split("<h3>Headline")[1].split("</table>")[0].count("<td")

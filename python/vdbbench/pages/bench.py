@@ -90,6 +90,28 @@ def by_dataset(runs: Sequence[dict]) -> list[list[dict]]:
     return list(groups.values())
 
 
+def _distinct(runs: list[dict], paths: dict[int, Path]) -> list[dict]:
+    """One section's results, an index measured more than once (`vdbbench report old/ new/` on
+    the same data) named with its file in each: "ivf (old/ivf.json)". Same names drew the two
+    as one legend group in one colour and tabulated two indistinguishable "ivf" rows."""
+    from collections import Counter
+
+    count = Counter(r["index"]["name"] for r in runs)
+    out = []
+    for r in runs:
+        name = r["index"]["name"]
+        if count[name] > 1:
+            p = paths.get(id(r))
+            where = f"{p.parent.name}/{p.name}" if p is not None else "?"
+            if sum(1 for q in runs if q["index"]["name"] == name and paths.get(id(q)) is not None
+                   and f"{paths[id(q)].parent.name}/{paths[id(q)].name}" == where) > 1:
+                where = str(p)  # two folders of one name: the whole path tells them apart
+            r = {**r, "index": {**r["index"], "name": f"{name} ({where})"}}
+            paths[id(r)] = p
+        out.append(r)
+    return out
+
+
 def ours_of(runs: Sequence[dict], ours: str | None = None) -> str | None:
     """The index the ratios are taken against: `ours` when given, else our engine when present."""
     from vdbbench.adapters.registry import OURS
@@ -413,7 +435,9 @@ def _section(runs: Sequence[dict], ours: str | None, paths: dict[int, Path], n: 
     ds = runs[0]["dataset"]
     run = runs[0].get("run") or {}
     target = run.get("target_recall", 0.95)
-    ours_here = ours if ours in {r["index"]["name"] for r in runs} else None
+    names = [r["index"]["name"] for r in runs]
+    # ours measured more than once here (`_distinct`): the ratios are to the first file named
+    ours_here = ours if ours in names else next((n for n in names if ours and n.startswith(f"{ours} (")), None)
     badge = ('<span class="badge warn">generated replica</span>' if ds.get("synthetic")
              else '<span class="badge good">real data</span>')
     parts = [f'<section class="dataset" id="ds{n}"><h2>{esc(ds.get("name"))} {badge} '
@@ -457,10 +481,12 @@ def benchmark_page(results: Sequence[tuple[Path, dict]], ours: str | None = None
     """The page's HTML for these (path, result) pairs: one section per dataset."""
     if not results:
         raise PageError("no results given")
+    results = list({Path(p).resolve(): (p, r) for p, r in results}.values())  # a file named twice: once
     runs = [r for _, r in results]
     paths = {id(r): p for p, r in results}
     ours = ours_of(runs, ours)
-    groups = by_dataset(runs)
+    groups = [_distinct(g, paths) for g in by_dataset(runs)]
+    runs = [r for g in groups for r in g]
     names = ", ".join(sorted({g[0]["dataset"]["name"] for g in groups}))
     title = title or f"vdbbench results: {names}"
     head = [f"<h1>{esc(title)}</h1>"]
