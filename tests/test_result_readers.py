@@ -404,3 +404,20 @@ def test_the_page_tells_apart_one_index_measured_twice(tmp_path):
     assert "ivf (old/" not in page
     head = page[page.index("<h3>Headline"):page.index("</table>", page.index("<h3>Headline"))]
     assert head.count("<td") == benchmark_page(load_results([old])).split("<h3>Headline")[1].split("</table>")[0].count("<td")
+
+
+def test_plot_tells_apart_one_index_from_two_runs(tmp_path, monkeypatch):
+    from vdbbench.bench import plot
+
+    labels = []
+    real = plot.plot_results
+
+    def spy(runs, out, **kw):
+        labels.extend(r["index"]["name"] for r in runs)
+        return real(runs, out, **kw)
+
+    monkeypatch.setattr(plot, "plot_results", spy)
+    old, new = folder(tmp_path, name="old"), folder(tmp_path, name="new")
+    # two lines labelled "ivf batch @ 1t": which was the old one?
+    assert main(["plot", str(old), str(new / "ivf.json"), str(old / "ivf.json"), "-o", str(tmp_path / "p.png")]) == 0
+    assert sorted(labels) == ["faiss-ivf-flat", "ivf (new/ivf.json)", "ivf (old/ivf.json)"]

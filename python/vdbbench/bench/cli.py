@@ -452,7 +452,12 @@ def _load(path) -> dict:
 def cmd_plot(args) -> int:
     from vdbbench.bench.plot import plot_results
 
-    runs = [_load(p) for p in _expand(args.results)]
+    paths = list(dict.fromkeys(p.resolve() for p in _expand(args.results)))  # a file named twice: once
+    runs = [_load(p) for p in paths]
+    names = [r["index"]["name"] for r in runs]
+    for p, r in zip(paths, runs):  # one index from two runs (old/ new/): say which line is whose
+        if names.count(r["index"]["name"]) > 1:
+            r["index"]["name"] += f" ({p.parent.name}/{p.name})"
     out = Path(args.output)
     if out.suffix.lower() != ".png":
         raise UsageError(f"-o expects a .png file name, got {out}")
