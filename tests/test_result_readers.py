@@ -421,3 +421,19 @@ def test_plot_tells_apart_one_index_from_two_runs(tmp_path, monkeypatch):
     # two lines labelled "ivf batch @ 1t": which was the old one?
     assert main(["plot", str(old), str(new / "ivf.json"), str(old / "ivf.json"), "-o", str(tmp_path / "p.png")]) == 0
     assert sorted(labels) == ["faiss-ivf-flat", "ivf (new/ivf.json)", "ivf (old/ivf.json)"]
+
+
+def test_the_page_names_each_index_s_own_library_version(tmp_path):
+    from vdbbench.pages.bench import benchmark_page, load_results
+
+    def as_hnswlib(r):  # what an hnswlib (or scann, usearch, plugin) result's machine holds
+        r["index"]["name"] = "hnswlib"
+        r["machine"] = {k: v for k, v in r["machine"].items() if k not in ("faiss", "faiss_compile")}
+        r["machine"].update(simd=None, hnswlib="0.8.0")
+
+    run = folder(tmp_path, {"faiss-ivf-flat": as_hnswlib})
+    page = benchmark_page(load_results([run]))
+    indexes = page[page.index("<h3>Indexes"):]
+    row = next(r.split("</tr>")[0] for r in indexes.split("<tr")[1:] if ">hnswlib<" in r)
+    # it said "vdbbench 0.1.0": the version of the harness, not of the library measured
+    assert "hnswlib 0.8.0" in row and "vdbbench" not in row

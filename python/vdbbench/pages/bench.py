@@ -332,11 +332,18 @@ def headline_html(runs: Sequence[dict], ours: str | None, target: float) -> Raw:
     return table(headers, cells, left=(0, 1, 5), row_attrs=attrs)
 
 
+# The machine's own fields; any other key of `machine` is a library's version (faiss, hnswlib,
+# scann, usearch, a plugin's own: docs/result-schema.md).
+_MACHINE_KEYS = {"cpu", "cores", "simd", "platform", "python", "read_gbps_1t", "faiss_compile"}
+
+
 def _version(r: dict) -> str:
+    """The library the index ran on and its version (vdbbench's own for our engine), and the
+    SIMD level it ran at where its library says."""
     m = r.get("machine") or {}
-    if m.get("faiss"):
-        return f"faiss {m['faiss']}"
-    return f"vdbbench {r.get('vdbbench_version') or '?'}" + (f", SIMD {m['simd']}" if m.get("simd") else "")
+    libs = [f"{k} {v}" for k, v in m.items() if k not in _MACHINE_KEYS and isinstance(v, (str, int, float)) and v]
+    name = ", ".join(libs) if libs else f"vdbbench {r.get('vdbbench_version') or '?'}"
+    return name + (f", SIMD {m['simd']}" if m.get("simd") else "")
 
 
 def indexes_html(runs: Sequence[dict], ours: str | None, paths: dict[int, Path]) -> Raw:
