@@ -252,7 +252,7 @@ def _damage(data: dict) -> str | None:
                 return f"{key}[{i}]: mode must be a string and threads a positive integer"
             # a headline that missed the target holds nulls; a point only swept has no qps
             if not (_number(r["recall10"], none=key == "headline") and _number(r.get("qps"), none=True)
-                    and (r["qps"] is None or r["qps"] > 0) and all(_number(r.get(f), none=True) for f in
+                    and (r.get("qps") is None or r["qps"] > 0) and all(_number(r.get(f), none=True) for f in
                                                                   ("qps_paired", "recall10_low", "p50_ms", "p99_ms"))):
                 return (f"{key}[{i}] ({r['mode']} @ {r['threads']}t): qps, recall10 and latencies must be "
                         "finite numbers (qps above 0)")
