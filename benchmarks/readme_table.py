@@ -57,6 +57,11 @@ def rows(folder: Path) -> tuple[list[str], list[str], list[str]]:
             raise BadInput(f"{folder / (name + '.json')} was measured on {p['dataset']['name']} "
                            f"(nq={p['dataset']['nq']:,}), ivf on {ours['dataset']['name']} "
                            f"(nq={ours['dataset']['nq']:,}): not the same run, no ratio to take")
+        partners = lambda r: r["run"].get("paired_with") or []  # noqa: E731
+        if (partners(ours) and name not in partners(ours)) or (partners(p) and "ivf" not in partners(p)):
+            raise BadInput(f"{folder / (name + '.json')} was re-timed in another run than ivf.json (paired with "
+                           f"{', '.join(partners(p)) or 'nothing'}; ivf with {', '.join(partners(ours)) or 'nothing'}): "
+                           "not the same run, no ratio to take")
         if rule(p) != rule(ours):
             raise BadInput(f"{folder / (name + '.json')} chose its headline at target, confidence, k = "
                            f"{rule(p)}, ivf at {rule(ours)}: not the same run, no ratio to take")
@@ -99,19 +104,19 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
-    print("| data | mode | ivf QPS (recall@10) | best IVF-family peer | ivf / it | best graph peer | ivf / it |")
-    print("|---|---|---:|---|---:|---|---:|")
+    lines = ["| data | mode | ivf QPS (recall@10) | best IVF-family peer | ivf / it | best graph peer | ivf / it |",
+             "|---|---|---:|---|---:|---|---:|"]
     notes = []
     for folder in argv:
         try:
             table, folder_notes, compared = rows(Path(folder))
-        except BadInput as exc:
+        except BadInput as exc:  # before anything is printed: no half table to paste
             print(f"readme_table: {exc}", file=sys.stderr)
             return 2
-        print("\n".join(table))
+        lines += table
         notes += folder_notes
         notes.append(f"- {Path(folder).name}: peers compared: {', '.join(NAMES[n] for n in compared)}")
-    print("\n" + "\n".join(notes))
+    print("\n".join(lines) + "\n\n" + "\n".join(notes))
     return 0
 
 

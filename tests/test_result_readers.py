@@ -438,3 +438,45 @@ def test_the_page_names_each_index_s_own_library_version(tmp_path):
     row = next(r.split("</tr>")[0] for r in indexes.split("<tr")[1:] if ">hnswlib<" in r)
     # it said "vdbbench 0.1.0": the version of the harness, not of the library measured
     assert "hnswlib 0.8.0" in row and "vdbbench" not in row
+
+
+# ---------------------------------------------------------------------------------------------
+# Two runs into one folder: paired QPS of different sessions are no pair
+# ---------------------------------------------------------------------------------------------
+
+
+def _second_run(tmp_path: Path) -> Path:
+    """ivf and faiss-ivf-flat from one run; then ivf alone again (say with faiss-hnsw, whose file
+    is not here) into the same folder: ivf's qps_paired is of the second session, the peer's of
+    the first."""
+    def rerun(r):
+        r["run"]["paired_with"] = ["faiss-hnsw", "ivf"]
+        for h in r["headline"]:
+            h["qps"] *= 1.5
+            h["qps_paired"] *= 3
+
+    return folder(tmp_path, {"ivf": rerun}, "two-runs")
+
+
+def test_a_ratio_between_two_runs_is_not_called_paired(tmp_path):
+    from vdbbench.bench.report import headline_markdown
+    from vdbbench.pages.bench import benchmark_page, load_results
+
+    run = _second_run(tmp_path)
+    ours, peer = load_result(run / "ivf.json"), load_result(run / "faiss-ivf-flat.json")
+    want = f"{ours['headline'][0]['qps'] / peer['headline'][0]['qps']:.2f}x (unpaired)"
+    # it took ivf's qps_paired of one session over the peer's of another (3.0 / 1.0 x the true
+    # paired ratio here) under the note "both sides saw the same machine load"
+    page = benchmark_page(load_results([run]))
+    assert want in page
+    assert want in headline_markdown([ours, peer], "ivf", 0.95)
+    # re-timed together (the baseline as written): the paired ratio, unmarked
+    base = [load_result(BASELINE / "ivf.json"), load_result(BASELINE / "faiss-ivf-flat.json")]
+    paired = base[0]["headline"][0]["qps_paired"] / base[1]["headline"][0]["qps_paired"]
+    assert f"| {paired:.2f}x |" in headline_markdown(base, "ivf", 0.95) and "unpaired" not in headline_markdown(base, "ivf", 0.95)
+
+
+def test_readme_table_refuses_a_peer_re_timed_in_another_run(tmp_path):
+    rc, out, err = readme_table(_second_run(tmp_path))
+    assert rc == 2 and "faiss-ivf-flat.json was re-timed in another run than ivf.json" in err
+    assert out == ""  # no half table printed before the error

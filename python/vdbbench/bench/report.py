@@ -32,15 +32,30 @@ def paired_ratio(ours: dict, peer: dict) -> float:
     return ours["qps"] / peer["qps"]
 
 
+def retimed_together(a: dict, b: dict) -> bool:
+    """Whether results a and b had their headlines re-timed in turns in one run: each names the
+    other in ``run.paired_with``. Two results of the same data from two runs into one folder may
+    both carry ``qps_paired``, but from different sessions: no interleaved pair of each other."""
+    def partners(r):
+        return (r.get("run") or {}).get("paired_with") or []
+
+    return a is b or (a["index"]["name"] in partners(b) and b["index"]["name"] in partners(a))
+
+
 def headline_rows(runs: list[dict], ours: str | None = None) -> list[dict]:
-    """One row per index and mode/threads: headline QPS, recall, params, build, ratio ours/this."""
+    """One row per index and mode/threads: headline QPS, recall, params, build, ratio ours/this
+    (`paired_ratio` when the two were re-timed together, `retimed_together`; else of the
+    sweeps' QPS, with ``ratio_paired`` False)."""
     ref = next((r for r in runs if r["index"]["name"] == ours), None)
     rows = []
     for r in runs:
         b = r["build"]
+        together = ref is not None and retimed_together(ref, r)
         for h in r["headline"]:
             mine = headline_entry(ref, h["mode"], h["threads"]) if ref else None
-            ratio = paired_ratio(mine, h) if (mine and h["qps"]) else None
+            ratio = None
+            if mine and h["qps"]:
+                ratio = paired_ratio(mine, h) if together else mine["qps"] / h["qps"]
             rows.append({
                 "index": r["index"]["name"],
                 "mode": h["mode"],
@@ -55,6 +70,7 @@ def headline_rows(runs: list[dict], ours: str | None = None) -> list[dict]:
                 "cached": b.get("cached", False),
                 "bytes": b["bytes"],
                 "ratio": ratio,
+                "ratio_paired": together,
             })
     rows.sort(key=lambda x: (x["mode"], x["threads"], x["index"] != ours, x["index"]))
     return rows
@@ -74,8 +90,15 @@ def _cells(row: dict, ours: str | None) -> list[str]:
         "-" if row["p50_ms"] is None else f"{row['p50_ms']:.3f} / {row['p99_ms']:.3f}",
         f"{row['build_s']:.1f}" + (" (cached)" if row["cached"] else ""),
         fmt_bytes(row["bytes"]),
-        num(row["ratio"], ".2f") + ("x" if row["ratio"] is not None else ""),
+        ratio_text(row),
     ]
+
+
+def ratio_text(row: dict) -> str:
+    """'2.27x'; '2.27x (unpaired)' when the two were not re-timed together (`retimed_together`)."""
+    if row["ratio"] is None:
+        return "-"
+    return f"{row['ratio']:.2f}x" + ("" if row.get("ratio_paired", True) else " (unpaired)")
 
 
 def _confidence(runs: list[dict]) -> float:

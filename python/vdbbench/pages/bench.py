@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from vdbbench.bench.report import fmt_bytes, fmt_params, headline_rows
+from vdbbench.bench.report import fmt_bytes, fmt_params, headline_rows, ratio_text
 from vdbbench.bench.results import load_result, target_met
 from vdbbench.pages.html import PALETTE, Raw, cards, document, esc, facts, figure, table, write
 
@@ -324,7 +324,7 @@ def headline_html(runs: Sequence[dict], ours: str | None, target: float) -> Raw:
             row["index"], f"{row['mode']} @ {row['threads']}t", "missed" if row["qps"] is None else _qps(row["qps"]),
             _qps(row["qps_paired"]), "-" if row["recall10"] is None else f"{row['recall10']:.4f}", row["params"],
             "-" if row["p50_ms"] is None else f"{row['p50_ms']:.3f} / {_ms(row['p99_ms'])}",
-            "-" if row["ratio"] is None else f"{row['ratio']:.2f}x",
+            ratio_text(row),
         ])
         attrs.append('class="ours"' if row["index"] == ours else ('class="missed"' if row["qps"] is None else ""))
     headers = ["index", "mode", f"QPS @ recall>={target:g}{_held(runs)}", "paired QPS", "recall@10", "params", "p50 / p99 ms",
@@ -466,7 +466,8 @@ def _section(runs: Sequence[dict], ours: str | None, paths: dict[int, Path], n: 
                  + headline_html(runs, ours_here, target))
     if ours_here and len(runs) > 1:
         parts.append(f'<p class="note">{esc(ours_here)} / this: ratio of QPS, from the interleaved re-timing of the '
-                     "headline points (paired QPS) when both have it, so both sides saw the same machine load.</p>")
+                     "headline points (paired QPS) when both were re-timed together in one run, so both sides saw the "
+                     "same machine load; marked unpaired otherwise (the sweeps' own QPS, e.g. of two runs).</p>")
     if concurrent_series(runs):
         qps_fig, lat_fig = concurrent_figures(runs)
         parts.append("<h3>Concurrent clients</h3><p class=\"note\">Each client issues one query per call for a fixed "
