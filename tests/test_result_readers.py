@@ -480,3 +480,12 @@ def test_readme_table_refuses_a_peer_re_timed_in_another_run(tmp_path):
     rc, out, err = readme_table(_second_run(tmp_path))
     assert rc == 2 and "faiss-ivf-flat.json was re-timed in another run than ivf.json" in err
     assert out == ""  # no half table printed before the error
+
+
+def test_plot_of_results_without_timed_points_says_so(tmp_path, capsys):
+    # a --mode concurrent run (no points): an empty axes written, exit 0, a matplotlib warning
+    run = folder(tmp_path, {"ivf": lambda r: _concurrent(r, (3.0e4, 2.9e4, 3.1e4)),
+                            "faiss-ivf-flat": lambda r: _concurrent(r, (1.6e4, 1.5e4, 1.5e4))})
+    assert main(["plot", str(run), "-o", str(tmp_path / "p.png")]) == 2
+    assert "nothing to plot: these results hold no timed recall/QPS points" in capsys.readouterr().err
+    assert not (tmp_path / "p.png").exists()

@@ -378,8 +378,8 @@ def cmd_run(args) -> int:
         print(f"vdbbench run: no index could be measured ({', '.join(failed)})", file=sys.stderr)
         return 1
     plots = []
-    if config.timed_modes:
-        plot_results(runs, out / "pareto.png", config.target)
+    if config.timed_modes and any(p.get("qps") is not None for r in runs for p in r["points"]):
+        plot_results(runs, out / "pareto.png", config.target)  # (it refuses a plot of no points)
         plots.append("pareto.png")
     table_md = headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs)
     if "concurrent" in config.modes:

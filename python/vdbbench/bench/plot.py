@@ -48,6 +48,9 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
                              f"k={r.get('run', {}).get('k')}), {runs[0]['index']['name']} on {ds0['name']} "
                              f"(nq={ds0['nq']:,}, k={runs[0].get('run', {}).get('k')}): plot each "
                              "dataset's results on their own (vdbbench report gives each dataset a section)")
+    if not any(series(r) for r in runs):
+        raise ValueError("nothing to plot: these results hold no timed recall/QPS points (a --mode concurrent "
+                         "run's levels are in its concurrent.png and in vdbbench report's page)")
     if target is None:
         target = runs[0].get("run", {}).get("target_recall", RECALL_TARGET)
     fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
