@@ -84,6 +84,9 @@ def test_missed_target_still_writes_files_and_exits_1(tmp_path, capsys):
         (["--index", "ivf", "--probe-ratio", "0,0.5"], "--probe-ratio=0.5: expected 0 (off) or a finite ratio >= 1"),
         (["--index", "ivf", "--probe-ratio", "1.3,x"], "--probe-ratio expects comma-separated numbers"),
         (["--index", "faiss-ivf-flat", "--target-recall", "1.5"], "--target-recall expects a value in (0, 1]"),
+        # the engine refuses threads= above its limit: that was 'ivf failed and was skipped', exit 1
+        (["--index", "ivf", "--threads", "1,100000"], "--threads 100000 exceeds the 1024 threads per call"),
+        (["--index", "faiss-ivf-flat", "--compare", "flat", "--threads", "2000"], "--threads 2000 exceeds the 1024"),
         (["--index", "faiss-ivf-flat", "--recall-confidence", "1.0"], "--recall-confidence expects 0 (off) or"),
         (["--index", "faiss-ivf-flat", "--recall-confidence", "0.2"], "--recall-confidence expects 0 (off) or"),
     ],
@@ -170,3 +173,13 @@ def test_k_beyond_the_ground_truth_is_bad_usage_not_a_failed_index(tmp_path, cap
     err = capsys.readouterr().err
     assert "--k 101 exceeds the 100 ground-truth neighbours per query" in err
     assert "failed" not in err
+
+
+def test_the_cli_thread_limit_is_the_engines():
+    """ENGINE_MAX_THREADS copies MAX_THREADS of rust_vdb/core/src/pool.rs (not exposed to Python)."""
+    import re
+
+    from vdbbench.bench.cli import ENGINE_MAX_THREADS
+
+    pool = (Path(__file__).resolve().parents[1] / "rust_vdb/core/src/pool.rs").read_text()
+    assert re.search(r"pub const MAX_THREADS: usize = (\d+);", pool).group(1) == str(ENGINE_MAX_THREADS)
