@@ -36,14 +36,14 @@ pub const F16_OVERFLOW: f32 = 65520.0;
 
 /// Refuses values an f16 copy cannot hold (they would be stored as infinities, and every
 /// distance to them be inf), naming the first offending row and column; `why` says what is
-/// kept as f16.
-pub fn f16_range(data: &[f32], dim: usize, what: &str, why: &str) -> Result<()> {
+/// kept as f16, `or` any other way out than scaling the data down.
+pub fn f16_range(data: &[f32], dim: usize, what: &str, why: &str, or: &str) -> Result<()> {
     let Some(pos) = data.iter().position(|v| v.abs() >= F16_OVERFLOW) else {
         return Ok(());
     };
     Err(VdbError::InvalidInput(format!(
         "{what} contains {} at row {}, column {}: {why} as f16, whose values lie within \
-         +-65504; scale the data down",
+         +-65504; scale the data down{or}",
         data[pos],
         pos / dim.max(1),
         pos % dim.max(1)

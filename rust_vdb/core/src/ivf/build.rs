@@ -60,7 +60,7 @@ impl IvfIndex {
         // The centroids, means of these rows, are kept as f16 values (set_centroids): beyond
         // f16's range they were infinities, and routing put every vector in one list ("l2")
         // or probed the wrong lists ("ip"). (Cosine's rows are unit vectors by now.)
-        validate::f16_range(x, self.dim, "training vectors", "the centroids are kept")?;
+        validate::f16_range(x, self.dim, "training vectors", "the centroids are kept", "")?;
         let mut params = KMeansParams::new(nlist, self.seed);
         params.inner_product = self.metric.is_similarity();
         params.spherical = self.metric == Metric::Cosine;
@@ -110,7 +110,7 @@ impl IvfIndex {
         if self.storage != Storage::F32 {
             // (after cosine's normalisation: what is stored)
             let why = format!("storage '{}' keeps vectors", self.storage.name());
-            validate::f16_range(x, self.dim, "vectors", &(why + " (use storage 'f32')"))?;
+            validate::f16_range(x, self.dim, "vectors", &why, " or use storage 'f32'")?;
         }
         // Nothing is mutated before every vector is assigned: an interrupted add leaves the
         // index as it was.
