@@ -183,3 +183,35 @@ def test_the_cli_thread_limit_is_the_engines():
 
     pool = (Path(__file__).resolve().parents[1] / "rust_vdb/core/src/pool.rs").read_text()
     assert re.search(r"pub const MAX_THREADS: usize = (\d+);", pool).group(1) == str(ENGINE_MAX_THREADS)
+
+
+def test_a_run_into_a_folder_of_another_dataset_s_results_is_refused_before_building(tmp_path, capsys):
+    # ivf.json and faiss-ivf-flat.json of synth-sift-20k: a run on another dataset wrote its files
+    # beside them without a word, a mixture the readers (report, plot, gate) then refuse
+    import shutil
+
+    baseline = Path(__file__).resolve().parents[1] / "benchmarks" / "baselines" / "synth-sift-20k"
+    out = tmp_path / "shared"
+    out.mkdir()
+    for name in ("ivf.json", "faiss-ivf-flat.json"):
+        shutil.copy(baseline / name, out / name)
+    before = {f.name: f.read_bytes() for f in out.iterdir()}
+    assert run("--index", "flat", "--mode", "batch", "--threads", "1", "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert f"{out} already holds results measured on synth-sift-20k" in err
+    assert "faiss-ivf-flat.json, ivf.json" in err and "pass another --out" in err
+    assert "building" not in err and "Traceback" not in err
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+
+
+def test_a_rerun_and_a_resume_into_the_same_folder_on_the_same_data_still_run(tmp_path, capsys):
+    out = tmp_path / "same"
+    out.mkdir()
+    (out / "notes.json").write_text('{"not": "a result"}')  # foreign JSON is not a result: passed over
+    argv = ("--index", "flat", "--mode", "batch", "--threads", "1", "--out", str(out))
+    assert run(*argv) == 0
+    assert run(*argv) == 0
+    assert run(*argv, "--resume") == 0
+    # the same data with another query count is other data to the readers (plot, page)
+    assert run(*argv, "--queries", "100") == 2
+    assert f"already holds results measured on {DATASET} (nq=" in capsys.readouterr().err

@@ -161,6 +161,34 @@ def _check_writable(out: Path) -> None:
         raise UsageError(f"cannot write results to {out}: {exc.strerror or exc}") from None
 
 
+def _check_same_data(out: Path, ds) -> None:
+    """Refuses an --out that already holds results (not a resumable run's .partial.json files)
+    measured on other data than ``ds`` (another dataset, or another --queries count): this run
+    would write its files beside them (or over some of them), a mixture report, plot and gate
+    then refuse. A rerun on the same data, and --resume, pass."""
+    from vdbbench.bench.results import dataset_sha256, load_result
+
+    here = (dataset_sha256(ds), ds.nq)
+    others: dict[tuple, list[str]] = {}
+    for f in sorted(out.glob("*.json")):
+        if f.name.endswith(".partial.json"):
+            continue
+        try:
+            r = load_result(f)
+        except ValueError:  # not a result (or a damaged one): not this check's business
+            continue
+        d = r["dataset"]
+        if (d["sha256"], d["nq"]) != here:
+            others.setdefault((d["name"], d["nq"]), []).append(f.name)
+    if others:
+        (name, nq), files = next(iter(others.items()))
+        what = f"{name} (nq={nq:,})" if name == ds.name else name
+        raise UsageError(
+            f"{out} already holds results measured on {what} ({', '.join(files)}), not on {ds.name} "
+            f"(nq={ds.nq:,}) as this run: their files would be mixed with this run's; pass another --out "
+            "(or remove those files)")
+
+
 def _options(args):
     from vdbbench.adapters.interface import RunOptions
 
@@ -338,6 +366,7 @@ def cmd_run(args) -> int:
         raise UsageError(f"--k {args.k} exceeds {have} of {ds.name}")
     if args.nlist is not None and args.nlist > ds.n:
         raise UsageError(f"--nlist {args.nlist} exceeds the {ds.n:,} vectors of {ds.name}")
+    _check_same_data(out, ds)
     adapters = _adapters(names, args.index, ds, config.options, console)
     names = list(adapters)
     if args.simd:
