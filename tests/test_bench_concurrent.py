@@ -108,6 +108,26 @@ def test_concurrent_run_of_ours_and_a_peer_writes_levels_table_and_plot(data, tm
     assert "concurrent clients, one query per call" in printed
 
 
+def test_a_concurrent_only_run_says_what_it_measured(data, tmp_path, capsys, monkeypatch):
+    # it ended on 'done: 0 points; target missed' and wrote table.md with an empty headline table
+    # (a concurrent run has no headline), though its levels were measured
+    monkeypatch.setenv("COLUMNS", "240")  # the progress line is not cut at 80 columns
+    out = tmp_path / "conc"
+    rc = main(["run", "--index", "flat", "--dataset", "synth-sift-5k", "--threads", "1", "--mode", "concurrent",
+               "--clients", "1,2", "--duration", "0.1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    c = json.loads((out / "flat.json").read_text())["concurrent"]
+    assert "0 points" not in err and "target missed" not in err
+    qps = [f"{lv['qps']:,.0f} QPS @ {lv['clients']} client" for lv in c["levels"]]
+    assert f"done: concurrent at exact=1 (recall10 1.0000): {qps[0]}, {qps[1]}s" in err
+    table = (out / "table.md").read_text()
+    assert "QPS @ recall" not in table and "paired QPS" not in table  # no empty headline table
+    assert table.startswith("Concurrent clients (threads, one query per call, 0.1 s per level")
+    for lv in c["levels"]:
+        assert f"| flat | {lv['clients']} | {lv['qps']:,.0f} | {lv['p50_ms']:.3f} |" in table
+
+
 def test_bad_concurrent_options_are_usage_errors(data, tmp_path, capsys):
     base = ["run", "--dataset", "synth-sift-5k", "--mode", "concurrent", "--out", str(tmp_path)]
     assert main(base + ["--clients", "0,4"]) == 2

@@ -373,7 +373,9 @@ def cmd_run(args) -> int:
         _cap_simd(args.simd, adapters, console)
 
     from vdbbench.bench.plot import plot_results
-    from vdbbench.bench.report import RichReporter, bandwidth_markdown, headline_markdown, headline_table
+    from vdbbench.bench.report import (
+        RichReporter, bandwidth_markdown, done_text, headline_markdown, headline_table,
+    )
     from vdbbench.bench.runner import run_index
 
     console.print(
@@ -393,9 +395,7 @@ def cmd_run(args) -> int:
                 failed[n] = f"{type(exc).__name__}: {exc}"
                 reporter.done(n, f"[red]failed: {escape(failed[n])}[/]")
                 continue
-            best = [h for h in r["headline"] if h["qps"] is not None]
-            reporter.done(n, f"done: {len(r['points'])} points; best {max(h['qps'] for h in best):,.0f} QPS"
-                          if best else f"done: {len(r['points'])} points; target missed")
+            reporter.done(n, done_text(r))
             runs.append(r)
             used[n] = adapter
         if len(runs) > 1:
@@ -419,17 +419,19 @@ def cmd_run(args) -> int:
     if config.timed_modes and any(p.get("qps") is not None for r in runs for p in r["points"]):
         plot_results(runs, out / "pareto.png", config.target)  # (it refuses a plot of no points)
         plots.append("pareto.png")
-    table_md = headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs)
+    # a --mode concurrent run has no headline (no timed recall/QPS points): its levels are its table
+    table_md = (headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs)
+                if config.timed_modes else "")
     if "concurrent" in config.modes:
         from vdbbench.bench.plot import plot_concurrent
         from vdbbench.bench.report import concurrent_markdown, concurrent_table
 
         plot_concurrent(runs, out / "concurrent.png")
         plots.append("concurrent.png")
-        table_md += concurrent_markdown(runs)
+        table_md += concurrent_markdown(runs, config.target)
     wide = Console(width=None if sys.stdout.isatty() else 160)  # piped: do not squeeze to 80 columns
 
-    (out / "table.md").write_text(table_md)
+    (out / "table.md").write_text(table_md.lstrip("\n"))
     if config.timed_modes:
         wide.print(headline_table(runs, args.index, config.target,
                                   title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))

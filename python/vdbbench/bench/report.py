@@ -161,15 +161,44 @@ def concurrent_table(runs: list[dict], title: str = "") -> Table:
     return table
 
 
-def concurrent_markdown(runs: list[dict]) -> str:
+def concurrent_markdown(runs: list[dict], target: float | None = None) -> str:
+    """The concurrent levels (as the page's concurrent table), and with ``target`` the indexes
+    whose concurrent point misses it."""
     rows = concurrent_rows(runs)
     if not rows:
         return ""
     c = next(r["concurrent"] for r in runs if r.get("concurrent"))
-    lines = ["", f"Concurrent clients (threads, one query per call, {c['duration_s']:g} s per level):", "",
+    lines = ["", f"Concurrent clients (threads, one query per call, {c['duration_s']:g} s per level; "
+             "QPS is the total over clients):", "",
              "| " + " | ".join(_CONC_HEADERS) + " |", "|" + "---|" * len(_CONC_HEADERS)]
     lines += ["| " + " | ".join(_conc_cells(row)) + " |" for row in rows]
+    missed = [r["index"]["name"] for r in runs if r.get("concurrent") and not r["concurrent"].get("reaches_target")]
+    if target is not None and missed:
+        lines += ["", f"Concurrent point below recall10 >= {target:g}: {', '.join(missed)}."]
     return "\n".join(lines) + "\n"
+
+
+def done_text(result: dict) -> str:
+    """The line an index's progress ends on: its points and best headline QPS (or that it missed
+    the target) when the run timed recall/QPS points, and its concurrent levels when the run
+    measured them (a --mode concurrent run has no headline: "0 points; target missed" said
+    nothing of what it measured)."""
+    run = result.get("run") or {}
+    modes = run.get("modes") or []
+    parts = []
+    if any(m != "concurrent" for m in modes) or not modes:
+        best = [h["qps"] for h in result["headline"] if h["qps"] is not None]
+        parts.append(f"{len(result['points'])} points; "
+                     + (f"best {max(best):,.0f} QPS" if best else "target missed"))
+    c = result.get("concurrent")
+    if c and c["levels"]:
+        levels = ", ".join(f"{lv['qps']:,.0f} QPS @ {lv['clients']} client{'s' if lv['clients'] > 1 else ''}"
+                           for lv in c["levels"])
+        parts.append(f"concurrent at {fmt_params(c['params'])} (recall10 {c['recall10']:.4f}"
+                     f"{'' if c.get('reaches_target') else ', target missed'}): {levels}")
+    elif "concurrent" in modes:
+        parts.append("concurrent: no point to measure")
+    return "done: " + "; ".join(parts)
 
 
 class RichReporter:
