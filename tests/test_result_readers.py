@@ -177,6 +177,38 @@ def test_plot_passes_over_points_swept_for_recall_only(tmp_path):
     assert sum(map(len, series(r).values())) == len(r["points"]) - 1
 
 
+def _held_to_a_lower_bound(r: dict) -> None:
+    """r as a --recall-confidence 0.95 run writes it: each point also carries recall10_low."""
+    r["run"]["recall_confidence"] = 0.95
+    for p in r["points"]:
+        p["recall10_low"] = round(p["recall10"] - 0.02, 4)
+
+
+def test_plot_draws_points_at_the_recall_the_run_held_them_to(tmp_path, monkeypatch):
+    # under --recall-confidence the headline is chosen by recall10_low; the plot drew the mean
+    # recall10 beside the target line, so a point right of the line could miss the target
+    from vdbbench.bench import plot
+
+    figs = []
+    monkeypatch.setattr(plot.plt, "close", figs.append)  # keep the figure to look at
+    run = folder(tmp_path, {"ivf": _held_to_a_lower_bound, "faiss-ivf-flat": _held_to_a_lower_bound})
+    assert main(["plot", str(run), "-o", str(tmp_path / "p.png")]) == 0
+    ax = figs[0].axes[0]
+    assert ax.get_xlabel() == "recall@10, 95% lower bound (k-nn, ann-benchmarks)"
+    drawn = {round(x, 4) for line in ax.get_lines() for x in line.get_xdata()}
+    ivf = load_result(run / "ivf.json")
+    fronts = plot.pareto_front([(p["recall10_low"], p["qps"]) for p in ivf["points"]])
+    assert {round(x, 4) for x, _ in fronts} <= drawn
+    assert not {round(p["recall10"], 4) for p in ivf["points"]} & drawn - {round(x, 4) for x, _ in fronts}
+    # mean and lower-bound results do not share one axis
+    half = folder(tmp_path, {"ivf": _held_to_a_lower_bound}, name="half")
+    assert main(["plot", str(half), "-o", str(tmp_path / "q.png")]) == 2
+    # a run without a bound keeps the mean and its plain label
+    figs.clear()
+    assert main(["plot", str(BASELINE), "-o", str(tmp_path / "r.png")]) == 0
+    assert figs[0].axes[0].get_xlabel() == "recall@10 (k-nn, ann-benchmarks)"
+
+
 # ---------------------------------------------------------------------------------------------
 # The README table (benchmarks/readme_table.py)
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from vdbbench.bench.results import held_recall  # noqa: E402
 from vdbbench.common.recall import RECALL_TARGET  # noqa: E402
 
 
@@ -21,13 +22,27 @@ def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]
     return sorted(front)
 
 
+def _confidence(result: dict) -> float:
+    """The run's ``--recall-confidence`` (0: points were held to their mean recall)."""
+    return (result.get("run") or {}).get("recall_confidence") or 0.0
+
+
 def series(result: dict) -> dict[tuple[str, int], list[tuple[float, float]]]:
-    """Per (mode, threads), the (recall10, qps) of every point of one result."""
+    """Per (mode, threads), the (recall, qps) of every point of one result, recall as the run held
+    points to the target (`held_recall`: the lower bound recall10_low under --recall-confidence,
+    else the mean recall10), so the axis and the target line follow the headline's rule."""
+    held = bool(_confidence(result))
     out: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for p in result["points"]:
         if p.get("qps") is not None:  # a point only swept for recall has no QPS to draw
-            out.setdefault((p["mode"], p["threads"]), []).append((p["recall10"], p["qps"]))
+            recall = held_recall(p) if held else p["recall10"]
+            out.setdefault((p["mode"], p["threads"]), []).append((recall, p["qps"]))
     return out
+
+
+def _rule(result: dict) -> str:
+    conf = _confidence(result)
+    return f"the {conf:.0%} lower bound of its recall" if conf else "its mean recall"
 
 
 # One colour per index, a line style per mode, a marker per thread count: 7 indexes x 4
@@ -48,6 +63,10 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
                              f"k={r.get('run', {}).get('k')}), {runs[0]['index']['name']} on {ds0['name']} "
                              f"(nq={ds0['nq']:,}, k={runs[0].get('run', {}).get('k')}): plot each "
                              "dataset's results on their own (vdbbench report gives each dataset a section)")
+        if _confidence(r) != _confidence(runs[0]):  # one axis: one recall rule (mean or a lower bound)
+            raise ValueError(f"{r['index']['name']} was held to {_rule(r)}, {runs[0]['index']['name']} to "
+                             f"{_rule(runs[0])}: plot each rule's results on their own (vdbbench report gives "
+                             "each rule a section)")
     if not any(series(r) for r in runs):
         raise ValueError("nothing to plot: these results hold no timed recall/QPS points (a --mode concurrent "
                          "run's levels are in its concurrent.png and in vdbbench report's page)")
@@ -68,7 +87,9 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
     # x in data units, y in axes units: the label sits on top of the line whatever the QPS range.
     ax.text(target, 1.0, f" target {target:g}", color="gray", va="bottom", transform=ax.get_xaxis_transform())
     ax.set_yscale("log")
-    ax.set_xlabel(f"recall@{runs[0].get('run', {}).get('k', 10)} (k-nn, ann-benchmarks)")  # --k: recall@k
+    conf = _confidence(runs[0])
+    ax.set_xlabel(f"recall@{runs[0].get('run', {}).get('k', 10)}"  # --k: recall@k
+                  + (f", {conf:.0%} lower bound" if conf else "") + " (k-nn, ann-benchmarks)")
     ax.set_ylabel("queries per second (log)")
     ds = runs[0]["dataset"]
     ax.set_title(title or f"{ds['name']}{' (generated)' if ds.get('synthetic') else ''}: n={ds['n']:,}, nq={ds['nq']:,}")
