@@ -406,6 +406,10 @@ def session_page(run: str | Path, title: str | None = None) -> str:
     where += [f"endpoint {esc(info['base_url'])}"] if info.get("base_url") else []
     where += [f"started {esc(start.get('t'))}", f"run folder <code>{esc(journal_path(run).parent)}</code>"]
     body = [f"<h1>{esc(title)}</h1>", f'<p class="muted">{" · ".join(where)}</p>']
+    if info["journal_problems"]:
+        body.append('<div id="partial"><p><span class="badge bad">partial</span> <b>The journal is damaged: the figures '
+                    "on this page are from the events that could be read.</b></p><ul>"
+                    + "".join(f"<li>{esc(p)}</li>" for p in info["journal_problems"]) + "</ul></div>")
     body.append("<h2>Totals</h2>" + _totals_html(info, refs))
     body.append("<h2>Staircase</h2>")
     if subs:

@@ -75,6 +75,64 @@ def read_events(path: str | os.PathLike) -> list[dict]:
     return events
 
 
+def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
+    """A journal read for a report: its events in seq order and, in words, what was wrong with the
+    file (empty when it is whole). Unlike `read_events` (the loop's reader), a damaged line does
+    not hide every event after it: it is left out and named. A torn last line, a line that is not
+    UTF-8, not JSON or not an event object, an event repeated under its seq (counted once), two
+    different events under one seq (both kept, in file order) and events out of seq order (read
+    in seq order) each add a problem, so a reader can mark its figures as partial."""
+    events: list[dict] = []
+    problems: list[str] = []
+    data = Path(path).read_bytes()
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            ev = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            problems.append(f"line {n} is not UTF-8 text: left out")
+            continue
+        except json.JSONDecodeError:
+            problems.append(f"line {n} is not JSON (damaged): left out")
+            continue
+        if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
+            problems.append(f"line {n} is not a journal event (an object with a type): left out")
+            continue
+        events.append(ev)
+    if tail.strip():
+        problems.append(f"the last line ({len(lines) + 1}) is cut short (a crash mid-write, or the session "
+                        "is writing it now): left out")
+    seqs = [e.get("seq") if isinstance(e.get("seq"), int) and not isinstance(e.get("seq"), bool) else None
+            for e in events]
+    if any(s is None for s in seqs):
+        problems.append(f"{sum(s is None for s in seqs)} events have no seq (an older or hand-written journal): "
+                        "read in file order")
+        return events, problems
+    kept: list[dict] = []
+    by_seq: dict[int, dict] = {}
+    reused = 0
+    for ev in events:
+        first = by_seq.get(ev["seq"])
+        if first is None:
+            by_seq[ev["seq"]] = ev
+            kept.append(ev)
+        elif first == ev:
+            problems.append(f"event seq {ev['seq']} ({ev['type']}) is in the journal twice: counted once")
+        else:
+            reused += 1
+            kept.append(ev)
+            problems.append(f"seq {ev['seq']} names two different events ({first['type']} and {ev['type']}): "
+                            "both kept, in file order")
+    order = [e["seq"] for e in kept]
+    if not reused and any(b < a for a, b in zip(order, order[1:])):
+        problems.append("events are out of seq order in the file: read in seq order")
+        kept.sort(key=lambda e: e["seq"])
+    return kept, problems
+
+
 class Journal:
     """Appends events with a strictly increasing ``seq``; continues the numbering on resume."""
 

@@ -43,15 +43,32 @@ def journal_path(run_dir: str | Path) -> Path:
     return journal
 
 
-def load_events(run_dir: str | Path) -> list[dict]:
-    """All complete events of a session's journal (`run_dir` or the journal file itself)."""
-    from vdbbench.agent.core.journal import read_events
+class JournalEvents(list):
+    """A journal's events, and what was wrong with the file (`problems`, in words; empty when the
+    journal is whole): every report built from them says it is partial when there are any."""
+
+    problems: list[str]
+
+    def __init__(self, events=(), problems=()):
+        super().__init__(events)
+        self.problems = list(problems)
+
+
+def journal_problems(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What was wrong with the journal these events were read from (see JournalEvents)."""
+    return list(getattr(events, "problems", None) or [])
+
+
+def load_events(run_dir: str | Path) -> JournalEvents:
+    """The events of a session's journal (`run_dir` or the journal file itself), in seq order; a
+    damaged line is left out and named in the result's `problems` (core.journal.read_journal)."""
+    from vdbbench.agent.core.journal import read_journal
 
     journal = journal_path(run_dir)
-    events = read_events(journal)
+    events, problems = read_journal(journal)
     if not events:
-        raise ReportError(f"{journal} holds no events yet")
-    return events
+        raise ReportError(f"{journal} holds no events yet" + (f" that can be read ({'; '.join(problems)})" if problems else ""))
+    return JournalEvents(events, problems)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,6 +244,10 @@ def totals(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> d
         "ended": f.ended,
         "unseen_verdict": ({k: f.unseen_verdict.get(k) for k in ("iteration", "outcome", "qps", "reason")}
                            if f.unseen_verdict else None),
+        # A damaged journal (torn or undecodable lines, repeated or reordered seqs): the figures
+        # above are from the events that could be read, and every report says so.
+        "journal_problems": journal_problems(events),
+        "partial": bool(journal_problems(events)),
     }
 
 

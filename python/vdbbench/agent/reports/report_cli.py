@@ -16,10 +16,16 @@ from vdbbench.agent.reports.report_plots import compare_runs, staircase
 
 def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | None = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
     info = totals(events)
+    if info["journal_problems"]:
+        console.print("[bold red]PARTIAL REPORT: the journal is damaged; the figures below are from the events "
+                      "that could be read[/bold red]", highlight=False)
+        for problem in info["journal_problems"]:
+            console.print(f"[red]  - {escape(problem)}[/red]", highlight=False)
     table = Table(title=f"Accepted changes — {info['task']} ({info['model']})", title_justify="left",
                   caption="×: median gain over the best, measured in the same run (interleaved repeats)",
                   caption_justify="left")
@@ -43,6 +49,8 @@ def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | N
     t = Table(show_header=False, title="Totals", title_justify="left")
     t.add_column(style="bold", no_wrap=True)
     t.add_column(overflow="fold")
+    if info["journal_problems"]:
+        t.add_row("[red]journal[/red]", f"[red]damaged: {escape('; '.join(info['journal_problems']))}[/red]")
     t.add_row("submissions", f"{info['submissions']} ({outcome_text or 'none'})")
     for label, text in headline_rows(info):
         t.add_row(label, text)
@@ -113,7 +121,8 @@ def print_comparison(rows: Sequence[Mapping[str, Any]], console=None, png: str |
         else:
             table.add_column(col, justify="right", no_wrap=True)
     for r in rows:
-        cells = [f"{r['model']}\n[dim]{r['run']}[/dim]"] + ([] if same_task else [r["task"]]) + [
+        partial = "\n[bold red]partial: damaged journal[/bold red]" if r.get("journal_problems") else ""
+        cells = [f"{r['model']}\n[dim]{r['run']}[/dim]{partial}"] + ([] if same_task else [r["task"]]) + [
             str(r["submissions"]), str(r["accepted"]),
             (f"×{r['final']['ratio']:.2f} ±{r['final']['half']:.1%}" if r.get("final") and r["final"].get("pairs")
              else f"×{r['final']['ratio']:.2f}" if r.get("final") else "no final")
@@ -170,9 +179,12 @@ def write_json(events: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Totals, accepted changes and every submission, for scripts and CI dashboards."""
     import json
 
+    info = totals(events)
     doc = {
         "schema": "vdbbench.agent-report/1",
-        "totals": totals(events),
+        "partial": info["partial"],
+        "journal_problems": info["journal_problems"],
+        "totals": info,
         "accepted": accepted_table(events),
         "submissions": [{k: d.get(k) for k in ("iteration", "outcome", "qps", "recall10", "best_qps_after", "message")}
                         for d in decisions(events)],

@@ -151,6 +151,7 @@ def rollout(run: Path, target: float) -> dict[str, Any]:
         "nodes": nodes,
         "cpu_model": cpu,
         "html": _html(run),
+        "journal_problems": info["journal_problems"],  # a damaged journal: the row is partial
     }
 
 
@@ -210,6 +211,10 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
     if len(cpus) > 1 or len(hosts) > 1:
         notes.append(f"the rollouts ran on {len(hosts)} nodes ({', '.join(cpus) or 'CPU unknown'}): compare the "
                      "ratios (x start, x reference), each measured on one node, not the raw QPS")
+    for r in rows:
+        if r["journal_problems"]:
+            notes.append(f"{r['run']}: PARTIAL, its journal is damaged ({'; '.join(r['journal_problems'])}); "
+                         "its figures are from the events that could be read")
     if len({r["task"] for r in rows}) > 1:
         notes.append("the sessions are on different tasks: " + ", ".join(sorted({r["task"] for r in rows})))
     return {"schema": "vdbbench.agent-leaderboard/1", "target": target, "ranked_by": key, "notes": notes,
@@ -275,7 +280,7 @@ def to_markdown(board: Mapping[str, Any], png: str | None = None) -> str:
         rec = "" if r["best_recall10"] is None else f"{r['best_recall10']:.4f}"
         page = f"[html]({r['html']})" if r["html"] else ""
         head = final_mod.fmt_ratio(r["final"]) if r["final"] else f"{_x(r['speedup'])} ({r['speedup_source']})"
-        out.append(f"| {r['run']} | {r['model']} | {head} | {_x(r['vs_reference'])} | {_x(r['product_of_steps'])} "
+        out.append(f"| {r['run']}{' (partial: damaged journal)' if r['journal_problems'] else ''} | {r['model']} | {head} | {_x(r['vs_reference'])} | {_x(r['product_of_steps'])} "
                    f"| {'; '.join(r['transfer'])} | {_q(r['best_qps'])} | {rec} "
                    f"| {r['iterations_to_best']} | {r['accepted']} | {r['flagged']} | {r['ended'] or 'running or died'} "
                    f"| {', '.join(r['nodes']) or '?'} | {page} |")
