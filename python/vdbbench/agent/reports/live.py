@@ -170,20 +170,22 @@ class LiveView:
         last = Text(s.last_outcome or "—", style=_colour(s.last_outcome))
         grid.add_row("iteration", self._limit(s.iteration, b.iterations), "best", best)
         grid.add_row("tool calls", self._limit(s.tool_calls, b.tool_calls), "last outcome", last)
-        grid.add_row("tokens", self._limit(s.tokens, b.tokens, lambda v: f"{int(v):,}"), "last change", s.last_message[:70] or "—")
-        grid.add_row("cost", self._limit(s.cost_usd, b.cost_usd, lambda v: f"${float(v):.2f}"), "reason", s.last_reason[:70] or "—")
-        grid.add_row("elapsed", self._limit(s.elapsed(now), b.wall_s, _clock), "now", s.stopped or s.activity)
+        grid.add_row("tokens", self._limit(s.tokens, b.tokens, lambda v: f"{int(v):,}"), "last change", Text(s.last_message[:70] or "—"))
+        grid.add_row("cost", self._limit(s.cost_usd, b.cost_usd, lambda v: f"${float(v):.2f}"), "reason", Text(s.last_reason[:70] or "—"))
+        grid.add_row("elapsed", self._limit(s.elapsed(now), b.wall_s, _clock), "now", Text(s.stopped or s.activity))
         grid.add_row("accepted", str(len(s.accepted)), "compactions / reviews", f"{s.compactions} / {s.reviews}")
         recent = Table.grid(padding=(0, 1))
         for it, outcome, qps, msg in s.recent:
             recent.add_row(f"it {it}", Text(str(outcome), style=_colour(outcome)),
-                           fmt_qps(qps) if qps is not None else "", msg[:60])
+                           fmt_qps(qps) if qps is not None else "", Text(msg[:60]))
         body = Table.grid()
         body.add_row(grid)
         if s.recent:
             body.add_row(Text("recent submissions", style="dim"))
             body.add_row(recent)
-        return Panel(body, title=f"vdbbench agent — {s.task} — {s.model}", border_style="cyan")
+        # The model's text is Text, not markup: "[/]" in a message raised a MarkupError in the live
+        # panel (in the session's own process), and "out[idx]" lost its index.
+        return Panel(body, title=Text(f"vdbbench agent — {s.task} — {s.model}"), border_style="cyan")
 
     def __enter__(self) -> "LiveView":
         if not self.quiet:

@@ -26,7 +26,9 @@ def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | N
                       "that could be read[/bold red]", highlight=False)
         for problem in info["journal_problems"]:
             console.print(f"[red]  - {escape(problem)}[/red]", highlight=False)
-    table = Table(title=f"Accepted changes — {info['task']} ({info['model']})", title_justify="left",
+    # Text from the journal (the model's messages, verdicts with compiler output, names) is escaped:
+    # rich reads "[...]" as markup, so "out[idx]" lost its index and "[/]" raised a MarkupError.
+    table = Table(title=f"Accepted changes — {escape(str(info['task']))} ({escape(str(info['model']))})", title_justify="left",
                   caption="×: median gain over the best, measured in the same run (interleaved repeats)",
                   caption_justify="left")
     for col, kw in (("it", dict(justify="right")), ("QPS before → after", dict(justify="right", no_wrap=True)),
@@ -40,7 +42,7 @@ def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | N
             str(r["iteration"]),
             f"{fmt_qps(r['qps_before'])} → {fmt_qps(r['qps_after'])}" + (f" ×{r['gain']:.2f}" if r["gain"] else ""),
             f"{r['recall10']:.4f}" if r["recall10"] is not None else "—",
-            r["message"] or "(no message)", r["diff_stat"] or "—", audit,
+            escape(r["message"] or "(no message)"), escape(r["diff_stat"] or "—"), audit,
         )
     if not table.rows:
         table.add_row("—", "—", "—", "no change was accepted", "—", "—")
@@ -53,25 +55,25 @@ def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | N
         t.add_row("[red]journal[/red]", f"[red]damaged: {escape('; '.join(info['journal_problems']))}[/red]")
     t.add_row("submissions", f"{info['submissions']} ({outcome_text or 'none'})")
     for label, text in headline_rows(info):
-        t.add_row(label, text)
+        t.add_row(label, escape(text))
     t.add_row("tool calls", f"{info['tool_calls']} ({info['model_calls']} model calls)")
     t.add_row("tokens", f"{info['tokens']:,} ({info['prompt_tokens']:,} prompt, {info['completion_tokens']:,} completion)")
     t.add_row("cost", f"${info['cost_usd']:.2f}")
     t.add_row("wall time", fmt_duration(info["wall_s"]))
     t.add_row("long-run events", f"{info['compactions']} compactions, {info['reviews']} strategic reviews, {info['resumes']} resumes")
     if info["reference_qps"]:
-        t.add_row("reference", f"the project's engine on this card ({info['reference_source']}): {fmt_qps(info['reference_qps'])} QPS"
+        t.add_row("reference", f"the project's engine on this card ({escape(str(info['reference_source']))}): {fmt_qps(info['reference_qps'])} QPS"
                   + (f", recall@10 {info['reference_recall10']:.4f}" if info["reference_recall10"] is not None else "")
                   + (f"; the best is {info['of_reference']:.1%} of it" if info["of_reference"] else ""))
     if info["budget_stops"]:
-        t.add_row("budget stops", "; ".join(info["budget_stops"]))
+        t.add_row("budget stops", escape("; ".join(info["budget_stops"])))
     if info["unseen_verdict"]:
         v = info["unseen_verdict"]
-        t.add_row("last verdict", f"iteration {v['iteration']} {v['outcome']} (not seen by the model): {' '.join(str(v['reason'] or '').split())[:300]}")
+        t.add_row("last verdict", f"iteration {v['iteration']} {v['outcome']} (not seen by the model): " + escape(' '.join(str(v['reason'] or '').split())[:300]))
     if info["ended"]:
-        t.add_row("ended", str(info["ended"]))
+        t.add_row("ended", escape(str(info["ended"])))
     if png:
-        t.add_row("staircase", png)
+        t.add_row("staircase", escape(png))
     console.print(t)
 
 
@@ -105,12 +107,13 @@ def headline_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def print_comparison(rows: Sequence[Mapping[str, Any]], console=None, png: str | None = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
-    tasks = sorted({str(r["task"]) for r in rows})
+    tasks = sorted({escape(str(r["task"])) for r in rows})
     same_task = len(tasks) == 1
-    title = "Sessions side by side" + (f" on {tasks[0]}" if same_task else " (different tasks!)") + (f" — plot: {png}" if png else "")
+    title = "Sessions side by side" + (f" on {tasks[0]}" if same_task else " (different tasks!)") + (f" — plot: {escape(str(png))}" if png else "")
     from rich import box
 
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
@@ -122,7 +125,7 @@ def print_comparison(rows: Sequence[Mapping[str, Any]], console=None, png: str |
             table.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         partial = "\n[bold red]partial: damaged journal[/bold red]" if r.get("journal_problems") else ""
-        cells = [f"{r['model']}\n[dim]{r['run']}[/dim]{partial}"] + ([] if same_task else [r["task"]]) + [
+        cells = [f"{escape(str(r['model']))}\n[dim]{escape(str(r['run']))}[/dim]{partial}"] + ([] if same_task else [escape(str(r["task"]))]) + [
             str(r["submissions"]), str(r["accepted"]),
             (f"×{r['final']['ratio']:.2f} ±{r['final']['half']:.1%}" if r.get("final") and r["final"].get("pairs")
              else f"×{r['final']['ratio']:.2f}" if r.get("final") else "no final")
