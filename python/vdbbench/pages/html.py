@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -66,10 +67,22 @@ def esc(value: Any) -> str:
     return value if isinstance(value, Raw) else html.escape("" if value is None else str(value), quote=True)
 
 
+def _finite(obj: Any) -> Any:
+    """NaN and infinities (Python's json writes them to a journal; JSON has no such numbers) as
+    null: the page shows them as not measured instead of failing to be written."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def script_json(obj: Any) -> str:
     """JSON that is safe inside a <script> element: no `</script>`, `<!--` or line separator in
     the data (a diff or a model's message may hold any of them) can end the script early."""
-    text = json.dumps(obj, default=str, ensure_ascii=False, allow_nan=False)
+    text = json.dumps(_finite(obj), default=str, ensure_ascii=False, allow_nan=False)
     for ch, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
         text = text.replace(ch, code)
     return text
