@@ -176,13 +176,18 @@ def test_k_beyond_the_ground_truth_is_bad_usage_not_a_failed_index(tmp_path, cap
 
 
 def test_the_cli_thread_limit_is_the_engines():
-    """ENGINE_MAX_THREADS copies MAX_THREADS of rust_vdb/core/src/pool.rs (not exposed to Python)."""
-    import re
+    """The CLI asks the engine for its limit: a search at it runs, one above is refused."""
+    import numpy as np
 
-    from vdbbench.bench.cli import ENGINE_MAX_THREADS
+    import vdbbench as vb
+    from vdbbench.bench.ours import engine_max_threads
 
-    pool = (Path(__file__).resolve().parents[1] / "rust_vdb/core/src/pool.rs").read_text()
-    assert re.search(r"pub const MAX_THREADS: usize = (\d+);", pool).group(1) == str(ENGINE_MAX_THREADS)
+    most = engine_max_threads()
+    flat = vb.FlatIndex(4)
+    flat.add(np.eye(4, dtype=np.float32))
+    flat.search(np.eye(4, dtype=np.float32)[:1], k=1, threads=most)
+    with pytest.raises(vb.InvalidInput, match=f"threads={most + 1}"):
+        flat.search(np.eye(4, dtype=np.float32)[:1], k=1, threads=most + 1)
 
 
 def test_a_run_into_a_folder_of_another_dataset_s_results_is_refused_before_building(tmp_path, capsys):

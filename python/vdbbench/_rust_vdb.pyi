@@ -47,6 +47,9 @@ def check_rerank(rerank: int, k: int) -> None:
     """Raises InvalidInput, as a search would, unless ``rerank`` is 0 (the u8 results alone)
     or >= k (k >= 1)."""
 
+def max_threads() -> int:
+    """The most threads a call accepts (``threads=``); more raises InvalidInput."""
+
 def supports_reorder(dim: int, metric: str, storage: str) -> bool:
     """Whether an IvfIndex of this dim, metric and storage has the 4-bit prefilter, so that
     ``search(..., reorder=R)`` is accepted: metric "l2", storage "u8+f16", dim a multiple of 4

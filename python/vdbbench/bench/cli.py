@@ -19,11 +19,6 @@ from vdbbench.common.recall import RECALL_TARGET, check_confidence
 # imported, and any area may import it, so it is set when the CLI is assembled.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-#: The most threads our engine's calls accept: its check is `check_threads` in
-#: rust_vdb/core/src/pool.rs (MAX_THREADS), which the extension does not expose to Python.
-#: --threads beyond it is bad usage found before any build, not an index that failed.
-ENGINE_MAX_THREADS = 1024
-
 
 def _int_list(flag: str, text: str, allow_zero: bool = False) -> tuple[int, ...]:
     try:
@@ -339,15 +334,17 @@ def cmd_run(args) -> int:
         raise UsageError(f"unknown index {unknown[0]!r}; valid: {', '.join(known)}")
     config = _config(args)
     if any(n in OURS for n in names):
-        from vdbbench.bench.ours import check_engine
+        from vdbbench.bench.ours import check_engine, engine_max_threads
 
         try:
             check_engine()
         except ImportError as exc:
             raise UsageError(str(exc)) from None
-        over = [t for t in config.threads if t > ENGINE_MAX_THREADS]
+        # beyond the engine's limit is bad usage found before any build, not an index that failed
+        most = engine_max_threads()
+        over = [t for t in config.threads if t > most]
         if over:
-            raise UsageError(f"--threads {over[0]} exceeds the {ENGINE_MAX_THREADS} threads per call our engine "
+            raise UsageError(f"--threads {over[0]} exceeds the {most} threads per call our engine "
                              f"accepts (index {', '.join(n for n in names if n in OURS)})")
     if args.queries is not None and args.queries < 1:
         raise UsageError(f"--queries expects an integer >= 1, got {args.queries}")

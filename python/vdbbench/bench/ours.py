@@ -132,6 +132,13 @@ def engine_simd_level() -> str | None:
         return None
 
 
+def engine_max_threads() -> int:
+    """The most threads a call of our engine accepts (the engine's own limit)."""
+    from vdbbench import _rust_vdb
+
+    return int(_rust_vdb.max_threads())
+
+
 def check_engine() -> None:
     """Raise ImportError with the way out when the compiled engine is missing."""
     try:

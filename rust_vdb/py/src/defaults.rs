@@ -2,7 +2,7 @@
 //! (the benchmark's sweeps, the faiss peers' nlist): read from `vdb_core`, never copied.
 
 use pyo3::prelude::*;
-use vdb_core::{defaults, prefilter_applies, validate, Metric, Storage};
+use vdb_core::{defaults, pool, prefilter_applies, validate, Metric, Storage};
 
 use crate::arrays::count;
 use crate::errors::to_py;
@@ -27,4 +27,10 @@ pub fn supports_reorder(dim: i64, metric: &str, storage: &str) -> PyResult<bool>
     let metric = Metric::parse(metric).map_err(to_py)?;
     let storage = Storage::parse(storage).map_err(to_py)?;
     Ok(prefilter_applies(dim, metric, storage))
+}
+
+/// The most threads a call accepts (`threads=`): more is refused with InvalidInput.
+#[pyfunction]
+pub fn max_threads() -> usize {
+    pool::MAX_THREADS
 }

@@ -90,5 +90,6 @@ fn _rust_vdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(defaults::default_nlist, m)?)?;
     m.add_function(wrap_pyfunction!(defaults::check_rerank, m)?)?;
     m.add_function(wrap_pyfunction!(defaults::supports_reorder, m)?)?;
+    m.add_function(wrap_pyfunction!(defaults::max_threads, m)?)?;
     Ok(())
 }
