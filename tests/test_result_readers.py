@@ -290,6 +290,24 @@ def test_readme_table_shows_the_qps_its_ratio_is_taken_over(tmp_path):
     assert row[4] == f"{ours['qps'] / peer['qps']:.2f}x (unpaired: ivf {ours['qps']:,.0f})"
 
 
+def test_the_page_pareto_puts_points_at_the_recall_the_run_held_them_to(tmp_path):
+    # the page's figures drew the mean recall10 beside the target line under --recall-confidence,
+    # so a point right of the line could be one the headline rule refused (as the PNG plot did)
+    from vdbbench.pages.bench import load_results, pareto_figure
+
+    run = folder(tmp_path, {"ivf": _held_to_a_lower_bound, "faiss-ivf-flat": _held_to_a_lower_bound})
+    runs = [r for _, r in load_results([run])]
+    ivf = next(r for r in runs if r["index"]["name"] == "ivf")
+    mode, threads = ivf["points"][0]["mode"], ivf["points"][0]["threads"]
+    fig = pareto_figure(runs, mode, threads, 0.95)
+    assert fig.layout.xaxis.title.text == "recall@10 (95% lower bound) (k-nn, ann-benchmarks)"
+    faint = next(t for t in fig.data if t.name == "ivf (all points)")
+    lows = [p["recall10_low"] for p in ivf["points"]
+            if p["mode"] == mode and p["threads"] == threads and p.get("qps") is not None]
+    assert sorted(faint.x) == sorted(lows)
+    assert "recall@10 (95% lower bound) %{x" in faint.hovertemplate
+
+
 def test_the_page_says_which_recall_rule_chose_the_headline_and_keeps_rules_apart(tmp_path):
     from vdbbench.pages.bench import benchmark_page, load_results
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from vdbbench.bench.report import fmt_bytes, fmt_params, headline_rows, ratio_text
-from vdbbench.bench.results import load_result, target_met
+from vdbbench.bench.results import held_recall, load_result, target_met
 from vdbbench.pages.html import PALETTE, Raw, cards, document, esc, facts, figure, table, write
 
 # Modes drawn as recall/QPS fronts; "concurrent" points have their own plots (QPS vs clients).
@@ -194,11 +194,19 @@ def pareto_figure(runs: Sequence[dict], mode: str, threads: int, target: float |
     headline point as a star; hovering any point shows its parameters, recall, QPS, latency."""
     import plotly.graph_objects as go
 
+    # points sit at the recall the run held them to (its lower bound under --recall-confidence,
+    # as the headline and the target line do), not at a mean the rule did not judge them by
+    held = _held(runs)
+
+    def at(p: dict) -> dict:
+        return dict(p, recall10=held_recall(p)) if held else p
+
+    hover = _PARETO_HOVER.replace("recall@10 ", f"recall@10{held} ")
     colors = _colors(runs)
     fig = go.Figure()
     for r in runs:
         name = r["index"]["name"]
-        pts = [p for p in r["points"] if p.get("mode") == mode and p.get("threads") == threads and timed(p)]
+        pts = [at(p) for p in r["points"] if p.get("mode") == mode and p.get("threads") == threads and timed(p)]
         if not pts:
             continue
         front = pareto(pts)
@@ -206,12 +214,12 @@ def pareto_figure(runs: Sequence[dict], mode: str, threads: int, target: float |
         fig.add_trace(go.Scatter(
             x=[p["recall10"] for p in pts], y=[p["qps"] for p in pts], mode="markers", name=f"{name} (all points)",
             legendgroup=name, showlegend=False, marker=dict(color=color, size=6, opacity=0.3),
-            customdata=[_hover_row(p) for p in pts], hovertemplate=_PARETO_HOVER))
+            customdata=[_hover_row(p) for p in pts], hovertemplate=hover))
         fig.add_trace(go.Scatter(
             x=[p["recall10"] for p in front], y=[p["qps"] for p in front], mode="lines+markers", name=name,
             legendgroup=name, line=dict(color=color, width=2), marker=dict(color=color, size=7),
-            customdata=[_hover_row(p) for p in front], hovertemplate=_PARETO_HOVER))
-        head = next((h for h in r.get("headline") or [] if h.get("mode") == mode and h.get("threads") == threads
+            customdata=[_hover_row(p) for p in front], hovertemplate=hover))
+        head = next((at(h) for h in r.get("headline") or [] if h.get("mode") == mode and h.get("threads") == threads
                      and h.get("qps") is not None), None)
         if head:
             fig.add_trace(go.Scatter(
@@ -219,12 +227,12 @@ def pareto_figure(runs: Sequence[dict], mode: str, threads: int, target: float |
                 showlegend=False, marker=dict(color=color, size=15, symbol="star", line=dict(color="black", width=1)),
                 customdata=[_hover_row(head)[:2] + [
                     "the headline" + (f" (paired re-timing: {head['qps_paired']:,.0f} QPS)" if head.get("qps_paired") else "")]],
-                hovertemplate=_PARETO_HOVER))
+                hovertemplate=hover))
     if target is not None:
         fig.add_vline(x=target, line=dict(color="gray", dash="dash", width=1),
                       annotation_text=f"target {target:g}", annotation_position="top left")
     fig.update_layout(title=f"{mode} @ {threads} thread{'s' if threads != 1 else ''}",
-                      xaxis_title="recall@10 (k-nn, ann-benchmarks)", yaxis_title="queries per second (log)",
+                      xaxis_title=f"recall@10{held} (k-nn, ann-benchmarks)", yaxis_title="queries per second (log)",
                       yaxis=log_axis(p["qps"] for r in runs for p in r["points"]
                                      if p.get("mode") == mode and p.get("threads") == threads and timed(p)),
                       hovermode="closest",
