@@ -238,6 +238,9 @@ def staircase_figure(events: Sequence[Mapping[str, Any]], subs: Sequence[dict], 
 
 _SCRIPT = r"""
 const SUBS = __SUBS__;
+// The notes once: submission s saw the first s.notes of them (a copy per submission made the
+// page grow with submissions x notes: 45 MB for 600 submissions and 300 short notes).
+const NOTES = __NOTES__;
 const fmtQ = v => v == null ? "—" : (v >= 10000 ? (v / 1000).toFixed(1) + "k" : Math.round(v).toLocaleString("en-US"));
 const fmtR = v => v == null ? "—" : Number(v).toFixed(4);
 function el(tag, attrs, ...kids) {
@@ -303,9 +306,10 @@ function show(n) {
   if (s.said) left.append(el("h4", {}, "What the model said with it"), el("pre", {}, s.said));
   if (s.reasoning) left.append(el("details", {}, el("summary", {}, "its reasoning"), el("pre", {}, s.reasoning)));
   const notes = el("div", {id: "detail-notes"});
-  if (s.notes.length) { const ul = el("ul"); for (const nt of s.notes) ul.append(el("li", {}, `(it ${nt.iteration}) ${nt.text}`)); notes.append(ul); }
+  const seen = NOTES.slice(0, s.notes);
+  if (seen.length) { const ul = el("ul"); for (const nt of seen) ul.append(el("li", {}, `(it ${nt.iteration}) ${nt.text}`)); notes.append(ul); }
   else notes.append(el("p", {class: "muted"}, "no notes yet"));
-  left.append(el("h4", {}, `The model's notes at that time (${s.notes.length})`), notes);
+  left.append(el("h4", {}, `The model's notes at that time (${seen.length})`), notes);
   right.append(el("h4", {}, "Diff" + (s.diff_stat ? ` — ${s.diff_stat}` : "")),
                s.diff ? diffBlock(s.diff) : el("p", {id: "detail-diff", class: "muted"}, s.diff_source));
   if (s.diff) right.append(el("p", {class: "note"}, `from ${s.diff_source}`));
@@ -428,7 +432,11 @@ def session_page(run: str | Path, title: str | None = None) -> str:
     body.append(f"<footer>Written by <code>vdbbench agent report --html</code> from {esc(journal_path(run))} "
                 f"({len(events):,} events); self-contained (plotly.js inlined), it needs no server and no network."
                 "</footer>")
-    return document(title, "\n".join(body), _SCRIPT.replace("__SUBS__", script_json(subs)))
+    notes = subs[-1]["notes"] if subs else []  # each submission's notes are a prefix of these
+    page_subs = [{**s, "notes": len(s["notes"])} for s in subs]
+    head, rest = _SCRIPT.split("__SUBS__", 1)  # one pass: the data may hold the other placeholder
+    mid, tail = rest.split("__NOTES__", 1)
+    return document(title, "\n".join(body), head + script_json(page_subs) + mid + script_json(notes) + tail)
 
 
 def write_session_page(run: str | Path, out: str | Path, title: str | None = None) -> Path:
