@@ -110,3 +110,21 @@ def test_a_journal_of_damaged_lines_only_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "run" / "journal.jsonl").write_text("not json\n")
     assert main(["agent", "report", str(tmp_path / "run")]) == 2
     assert "holds no events yet that can be read (line 1 is not JSON" in capsys.readouterr().err
+
+
+def test_a_figure_of_the_wrong_type_is_named_not_a_traceback(tmp_path, capsys):
+    # "recall10": "0.96" failed the report halfway ("Unknown format code 'f' for object of type 'str'").
+    def edit(lines):
+        events = [json.loads(line) for line in lines]
+        d = next(e for e in events if e["type"] == "decision" and e["outcome"] == "accepted")
+        d["recall10"], d["best_qps_before"] = "0.96", [100]
+        return "".join(json.dumps(e) + "\n" for e in events).encode()
+
+    j, run = _journal(tmp_path, edit)
+    events = report.load_events(run)
+    assert any("recall10 is not a number ('0.96')" in p for p in events.problems)
+    assert main(["agent", "report", str(run), "--json", str(run / "r.json"), "-o", str(run / "s.png")]) == 0
+    assert "PARTIAL REPORT" in capsys.readouterr().out
+    assert main(["agent", "report", str(run), "--html"]) == 0
+    rows = json.loads((run / "r.json").read_text())["accepted"]
+    assert rows[0]["recall10"] is None and rows[1]["recall10"] == 0.96

@@ -75,6 +75,14 @@ def read_events(path: str | os.PathLike) -> list[dict]:
     return events
 
 
+# The figures readers compute with: a value of another type (a damaged or hand-edited journal) is
+# read as none, and named, rather than failing a report halfway with a traceback.
+_NUMBERS = frozenset({
+    "qps", "recall10", "best_qps_before", "best_qps_after", "gain", "best_qps_same_run", "fresh_recall10",
+    "fresh_qps", "jump_factor", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "iteration",
+})
+
+
 def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
     """A journal read for a report: its events in seq order and, in words, what was wrong with the
     file (empty when it is whole). Unlike `read_events` (the loop's reader), a damaged line does
@@ -101,6 +109,12 @@ def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
         if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
             problems.append(f"line {n} is not a journal event (an object with a type): left out")
             continue
+        for where, obj in [("", ev)] + [(f"{k}.", ev[k]) for k in ("candidate", "best", "fresh") if isinstance(ev.get(k), dict)]:
+            for key in sorted(_NUMBERS & obj.keys()):
+                v = obj[key]
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    problems.append(f"line {n}: the {ev['type']}'s {where}{key} is not a number ({str(v)[:40]!r}): read as none")
+                    obj[key] = None
         events.append(ev)
     if tail.strip():
         problems.append(f"the last line ({len(lines) + 1}) is cut short (a crash mid-write, or the session "
