@@ -5,6 +5,7 @@ the journal (docs/agent-journal.md) and, for diffs the journal lacks, the sessio
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -26,6 +27,7 @@ SIZES = {"accepted": 17, "flagged": 13, "slower": 9}
 # crate can run to megabytes; the page stays light and says what it cut).
 MAX_TEXT = 200_000
 NO_DIFF = "diff not recorded"
+_SHA = re.compile(r"[0-9a-fA-F]{4,64}")
 
 
 def _label(outcome: str) -> str:
@@ -58,8 +60,8 @@ def workspace_of(run: str | Path) -> Path:
 def commit_diff(ws: Path, commit: str | None) -> str | None:
     """The patch a commit of the session's workspace made on top of its parent (None when the
     workspace or the commit is gone, e.g. a flagged commit git has since collected)."""
-    if not commit or not (ws / ".git").exists():
-        return None
+    if not isinstance(commit, str) or not _SHA.fullmatch(commit) or not (ws / ".git").exists():
+        return None  # an object name only: "--output=FILE" from a damaged journal made git write FILE
     try:
         res = subprocess.run(["git", "-C", str(ws), "show", "--no-color", "--no-ext-diff", "--format=", "--patch", commit, "--"],
                              capture_output=True, text=True, timeout=60, errors="replace")
