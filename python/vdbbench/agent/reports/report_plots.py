@@ -3,6 +3,7 @@ and several sessions' best-QPS curves side by side."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,6 +23,19 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def plain_text(fn):
+    """Draw with the journal's text as it is: a '$' pair in a model's message or a model's name was
+    read as mathtext, so a message such as "$\\bar$" stopped the plot with a ValueError."""
+    @functools.wraps(fn)
+    def drawing(*args, **kwargs):
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return fn(*args, **kwargs)
+
+    return drawing
 
 
 def _save(fig, out_png: str | Path) -> Path:
@@ -48,6 +62,7 @@ def _use_log(values: Sequence[float]) -> bool:
 
 
 
+@plain_text
 def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None, title: str | None = None) -> dict[str, Any]:
     """Draw best QPS vs iteration as a step line and every submission as a point by outcome.
 
@@ -168,6 +183,7 @@ def staircase(run_dir: str | Path, out_png: str | Path, log: bool | None = None,
     return {"points": dict(drawn), "n_points": sum(drawn.values()), "log": use_log, "path": str(out_png)}
 
 
+@plain_text
 def compare_runs(run_dirs: Sequence[str | Path], out_png: str | Path, log: bool | None = None,
                  labels: Sequence[str] | None = None, x: str = "iterations") -> list[dict[str, Any]]:
     """Best-QPS staircases of several sessions on one plot; returns one totals row per run."""

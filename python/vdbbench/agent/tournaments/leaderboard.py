@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from vdbbench.agent.evaluation import final as final_mod
 from vdbbench.agent.evaluation.eval_report import fmt_qps
 from vdbbench.agent.reports.report import ReportError, best_curve, load_events, totals
+from vdbbench.agent.reports.report_plots import plain_text
 
 HTML_PAGES = ("report.html", "index.html", "session.html")
 
@@ -289,6 +290,7 @@ def to_markdown(board: Mapping[str, Any], png: str | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
+@plain_text
 def staircases(board: Mapping[str, Any], out_png: str | Path) -> Path:
     """One panel per model, its rollouts' best-QPS staircases in it, the target line when known."""
     import matplotlib
