@@ -128,3 +128,24 @@ def test_a_figure_of_the_wrong_type_is_named_not_a_traceback(tmp_path, capsys):
     assert main(["agent", "report", str(run), "--html"]) == 0
     rows = json.loads((run / "r.json").read_text())["accepted"]
     assert rows[0]["recall10"] is None and rows[1]["recall10"] == 0.96
+
+
+def test_text_lists_and_objects_of_the_wrong_shape_are_named_not_a_traceback(tmp_path, capsys):
+    # An audit's findings as a number, a commit as a list (unhashable), a tool call that is not an
+    # object: each stopped the report or the page with a TypeError or an AttributeError.
+    def edit(lines):
+        events = [json.loads(line) for line in lines]
+        audit = next(e for e in events if e["type"] == "audit")
+        audit["findings"] = 3
+        d = next(e for e in events if e["type"] == "decision" and e["outcome"] == "accepted")
+        d["commit"] = ["abc"]
+        events.append({**events[-1], "seq": events[-1]["seq"] + 1, "type": "assistant", "content": "x",
+                       "tool_calls": [7, {"name": "submit"}]})
+        return "".join(json.dumps(e) + "\n" for e in events).encode()
+
+    j, run = _journal(tmp_path, edit)
+    problems = report.load_events(run).problems
+    assert any("findings is not a list (3)" in p for p in problems) and any("commit is not text" in p for p in problems)
+    assert main(["agent", "report", str(run), "--json", str(run / "r.json"), "-o", str(run / "s.png")]) == 0
+    assert main(["agent", "report", str(run), "--html"]) == 0
+    assert "PARTIAL REPORT" in capsys.readouterr().out

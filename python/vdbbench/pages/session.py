@@ -118,7 +118,8 @@ def submissions(events: Sequence[Mapping[str, Any]], ws: Path | None = None) -> 
         heldout = _last(window, "evaluation", lambda w: w.get("split", "heldout") == "heldout")
         fresh = _last(window, "evaluation", lambda w: w.get("split") == "fresh")
         audit = _last(window, "audit")
-        said = _last(window, "assistant", lambda w: any((c or {}).get("name") == "submit" for c in w.get("tool_calls") or []))
+        said = _last(window, "assistant", lambda w: any(isinstance(c, dict) and c.get("name") == "submit"
+                                                        for c in w.get("tool_calls") or []))
         build, tests = _last(window, "build"), _last(window, "tests")
         outcome = str(e.get("outcome"))
         diff, source = e.get("diff"), "journal"

@@ -82,6 +82,14 @@ _NUMBERS = frozenset({
     "fresh_qps", "jump_factor", "prompt_tokens", "completion_tokens", "total_tokens", "cost_usd", "iteration",
 })
 
+# The shapes readers take apart: text, lists and objects of another type are read as none, too.
+_SHAPES = {
+    "commit": str, "message": str, "reason": str, "outcome": str, "diff_stat": str, "diff": str, "verdict": str,
+    "content": str, "text": str, "findings": list, "tool_calls": list, "targets": list, "candidate": dict, "best": dict,
+    "fresh": dict, "task": dict, "node": dict, "ratios": dict,
+}
+_KIND_NAMES = {str: "text", list: "a list", dict: "an object"}
+
 
 def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
     """A journal read for a report: its events in seq order and, in words, what was wrong with the
@@ -109,11 +117,16 @@ def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
         if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
             problems.append(f"line {n} is not a journal event (an object with a type): left out")
             continue
+        for key, kind in sorted(_SHAPES.items()):
+            v = ev.get(key)
+            if v is not None and not isinstance(v, kind):
+                problems.append(f"line {n}: the {ev['type']}'s {key} is not {_KIND_NAMES[kind]} ({repr(v)[:40]}): read as none")
+                ev[key] = None
         for where, obj in [("", ev)] + [(f"{k}.", ev[k]) for k in ("candidate", "best", "fresh") if isinstance(ev.get(k), dict)]:
             for key in sorted(_NUMBERS & obj.keys()):
                 v = obj[key]
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                    problems.append(f"line {n}: the {ev['type']}'s {where}{key} is not a number ({str(v)[:40]!r}): read as none")
+                    problems.append(f"line {n}: the {ev['type']}'s {where}{key} is not a number ({repr(v)[:40]}): read as none")
                     obj[key] = None
         events.append(ev)
     if tail.strip():
