@@ -361,6 +361,7 @@ def _totals_html(info: dict, refs: Sequence[dict]) -> Raw:
     outcomes = " ".join(f'<span class="badge" style="border-color:{_color(o)};color:{_color(o)}">{esc(_label(o))}: {n}</span>'
                         for o, n in sorted(info["outcomes"].items(), key=lambda kv: -kv[1]))
     more = facts([
+        ("final measurement", info.get("no_final")),
         ("tokens", f"{info['prompt_tokens']:,} prompt, {info['completion_tokens']:,} completion"),
         ("long-run events", f"{info['compactions']} compactions, {info['reviews']} strategic reviews, {info['resumes']} resumes"),
         ("budget stops", "; ".join(info["budget_stops"]) or None),

@@ -246,9 +246,24 @@ def totals(events: Sequence[Mapping[str, Any]], facts: Facts | None = None) -> d
                            if f.unseen_verdict else None),
         # A damaged journal (torn or undecodable lines, repeated or reordered seqs): the figures
         # above are from the events that could be read, and every report says so.
+        "no_final": _no_final(events, f) if head is None else None,
         "journal_problems": journal_problems(events),
         "partial": bool(journal_problems(events)),
     }
+
+
+def _no_final(events: Sequence[Mapping[str, Any]], f: Facts) -> str:
+    """Why a session has no final measurement, in words: still running or interrupted, ended
+    without one (the card turns it off), or the measurement failed as it ended (its error)."""
+    if not f.ended or f.ended == "interrupted":
+        return "none yet (the session is running, or ended by an interrupt)"
+    last_start = max((i for i, e in enumerate(events) if e.get("type") == "session_start"), default=0)
+    err = next((e for e in reversed(events[last_start:]) if e.get("type") == "error" and e.get("where") == "final measurement"), None)
+    if err is not None:
+        return f"none: it failed as the session ended ({' '.join(str(err.get('text') or '').split())[:200]})"
+    if final_mod.last_final(events) is None and any(e.get("type") == "final" for e in events):
+        return f"none of the last best: the session ended ({f.ended}) after a change accepted since the last one"
+    return f"none: the session ended ({f.ended}) without one (the card turns it off, or an older journal)"
 
 
 # ---------------------------------------------------------------------------------------------

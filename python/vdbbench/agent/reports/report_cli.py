@@ -95,7 +95,7 @@ def headline_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
         for line in info.get("transfer_lines") or []:
             rows.append(("  transfer", line))
     elif info.get("speedup"):
-        rows.append(("final measurement", f"none yet (the session is running, or ended by an interrupt); "
+        rows.append(("final measurement", f"{info.get('no_final') or 'none yet'}; `vdbbench agent final RUN` measures it; "
                                           f"the figure below is {info['speedup_source']}"))
     rows.append(("best", f"{fmt_qps(info['best_qps'])} QPS in its last evaluation"
                  + (f", recall@10 {info['best_recall10']:.4f}" if info["best_recall10"] is not None else "")))
