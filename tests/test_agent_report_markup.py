@@ -59,3 +59,30 @@ def test_the_live_panel_shows_model_text_verbatim():
     Console(file=buf, width=300).print(view.render())  # raised MarkupError
     out = buf.getvalue()
     assert MESSAGE[:60] in out and "model [/m]" in out and "tool: [/t]" in out
+
+
+def test_escape_sequences_in_model_text_do_not_reach_the_terminal():
+    # A submit message or verdict holding ESC sequences (clear screen, set the window title, colour)
+    # went to the terminal as they were, from the report and from the quiet view's line per decision.
+    j = JournalBuilder()
+    j.start()
+    j.model_call()
+    j.submit("accepted", qps=1200.0, recall=0.97, message="fix\x1b[2J\x1b]0;owned\x07 loop")
+    j.model_call()
+    j.submit("build_failed", message="m\x1b[31m", reason="err\x1b[31mRED")
+    buf = io.StringIO()
+    report_cli.print_report(j.events, console=Console(file=buf, width=400))
+    out = buf.getvalue()
+    assert "\x1b" not in out and "\x07" not in out and "fix\\x1b[2J\\x1b]0;owned\\x07 loop" in out
+    assert "err\\x1b[31mRED" in out
+    lines = io.StringIO()
+    view = LiveView(quiet=True, stream=lines)
+    for ev in j.events:
+        view.feed(ev)
+    assert "\x1b" not in lines.getvalue() and "m\\x1b[31m" in lines.getvalue()
+    panel = LiveView(quiet=False, console=Console(file=io.StringIO()))
+    for ev in j.events:
+        panel.feed(ev)
+    buf = io.StringIO()
+    Console(file=buf, width=300).print(panel.render())
+    assert "\x1b" not in buf.getvalue()

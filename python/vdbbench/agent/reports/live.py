@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping, TextIO
 from vdbbench.agent.core.facts import Facts
 from vdbbench.agent.core.journal import OUTCOMES, event_time
 from vdbbench.agent.evaluation.eval_report import fmt_qps
+from vdbbench.agent.reports.report import terminal_text
 from vdbbench.agent.session.budget import Budgets
 
 def _clock(seconds: float) -> str:
@@ -45,9 +46,9 @@ class SessionState(Facts):
             self.activity = "resumed" if ev.get("resumed") else "started"
             self.stopped = None
         elif kind == "model_call":
-            self.activity = "thinking" if not ev.get("error") else f"model error: {str(ev.get('error'))[:60]}"
+            self.activity = "thinking" if not ev.get("error") else f"model error: {terminal_text(ev.get('error'))[:60]}"
         elif kind == "tool_call":
-            self.activity = f"tool: {ev.get('name')}"
+            self.activity = f"tool: {terminal_text(ev.get('name'))[:60]}"
         elif kind == "build":
             self.activity = "built" if ev.get("ok") else "build failed"
         elif kind == "evaluation":
@@ -56,8 +57,8 @@ class SessionState(Facts):
             self.activity = "measured the reference"
         elif kind == "decision":
             self.last_outcome = ev.get("outcome")
-            self.last_message = " ".join(str(ev.get("message") or "").split())
-            self.last_reason = " ".join(str(ev.get("reason") or "").split())
+            self.last_message = terminal_text(" ".join(str(ev.get("message") or "").split()))
+            self.last_reason = terminal_text(" ".join(str(ev.get("reason") or "").split()))
             self.recent.append((ev.get("iteration"), ev.get("outcome"), ev.get("qps"), self.last_message))
             self.activity = "decided"
         elif kind == "compaction":
@@ -136,10 +137,10 @@ class LiveView:
                             f" at iteration {self.state.iteration}")
             elif kind == "review":
                 first = str(ev.get("text") or "").strip().splitlines()[:1]
-                self._print(f"[review] {first[0].lstrip('# ') if first else 'strategic review'}")
+                self._print(f"[review] {terminal_text(first[0].lstrip('# ')) if first else 'strategic review'}")
             elif kind == "audit" and ev.get("verdict") == "flagged":
                 self._print(f"[audit] commit {str(ev.get('commit') or '?')[:12]} flagged: "
-                            + "; ".join(str(f) for f in (ev.get("findings") or [])[:2])[:200])
+                            + terminal_text("; ".join(str(f) for f in (ev.get("findings") or [])[:2])[:200]))
             elif kind == "session_start":
                 self._print(f"[start] {self.state.task} with {self.state.model}"
                             + (" (resumed)" if ev.get("resumed") else ""))

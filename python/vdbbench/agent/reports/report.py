@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -269,6 +270,13 @@ def _no_final(events: Sequence[Mapping[str, Any]], f: Facts) -> str:
 # ---------------------------------------------------------------------------------------------
 # Figures as text (the plots, the terminal tables and the session page share them)
 # ---------------------------------------------------------------------------------------------
+
+
+def terminal_text(text: Any) -> str:
+    """Journal text (the model's messages, verdicts) for a terminal or a CI log: control characters
+    shown as \\xNN, so an escape sequence in a message cannot clear the screen, retitle the window
+    or hide the lines before it."""
+    return "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in str(text))
 
 
 def fmt_qps(v: Any) -> str:

@@ -9,14 +9,21 @@ from typing import Any, Mapping, Sequence
 
 from vdbbench.agent.evaluation import final as final_mod
 from vdbbench.agent.reports.report import (
-    X_AXES, ReportError, accepted_table, decisions, fmt_count, fmt_duration, fmt_qps, journal_path, load_events, totals,
+    X_AXES, ReportError, accepted_table, decisions, fmt_count, fmt_duration, fmt_qps, journal_path, load_events, terminal_text,
+    totals,
 )
 from vdbbench.agent.reports.report_plots import compare_runs, staircase
 
 
+def escape(text: Any) -> str:
+    """Journal text as a rich table shows it verbatim: no markup ("[/]"), no control characters."""
+    from rich.markup import escape as markup_escape
+
+    return markup_escape(terminal_text(text))
+
+
 def print_report(events: Sequence[Mapping[str, Any]], console=None, png: str | None = None) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
@@ -107,7 +114,6 @@ def headline_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def print_comparison(rows: Sequence[Mapping[str, Any]], console=None, png: str | None = None) -> None:
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
