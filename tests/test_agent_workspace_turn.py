@@ -72,9 +72,15 @@ def test_an_interrupted_build_or_test_run_takes_its_process_group_with_it(tmp_pa
 
     pids = tmp_path / "pids"
     script = f"sleep 30 & echo $$ $! > {pids}; wait"
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        workspace._run_limited(["sh", "-c", script], tmp_path, dict(os.environ), 60)
+    # Ctrl-C as a terminal delivers it, whatever handler the test worker was left with (a worker
+    # of a parallel run may ignore SIGINT, and then the interrupt never came)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            workspace._run_limited(["sh", "-c", script], tmp_path, dict(os.environ), 60)
+    finally:
+        signal.signal(signal.SIGINT, before)
     group, child = (int(x) for x in pids.read_text().split())
     for _ in range(50):  # the kill is sent before the interrupt goes on; allow the reaping
         try:
