@@ -27,7 +27,7 @@ import numpy as np
 
 from vdbbench.adapters.interface import RunOptions
 from vdbbench.bench.data import resolve
-from vdbbench.bench.results import dataset_sha256, load_result
+from vdbbench.bench.results import dataset_sha256, load_result, measured_on
 from vdbbench.bench.runner import NullReporter, RunConfig, build_index
 from vdbbench.common.recall import knn_recall
 from vdbbench.adapters.registry import adapter_class
@@ -110,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"heldout_check: {exc}", file=sys.stderr)
         return 2
-    key = lambda r: (r["dataset"]["sha256"], r["dataset"]["nq"])  # noqa: E731
     for path, r in zip(a.results[1:], loaded[1:]):
-        if key(r) != key(loaded[0]):
+        if measured_on(r) != measured_on(loaded[0]):
             print(f"heldout_check: {path} was measured on {r['dataset']['name']} (nq={r['dataset']['nq']:,}), "
                   f"{a.results[0]} on {loaded[0]['dataset']['name']} (nq={loaded[0]['dataset']['nq']:,}): "
                   "check each run's files on their own", file=sys.stderr)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from vdbbench.bench.report import paired_ratio
-from vdbbench.bench.results import load_result
+from vdbbench.bench.results import load_result, measured_on
 
 NAMES = {
     "faiss-ivf-flat": "IVF-Flat", "faiss-ivf-sq8": "IVF-SQ8", "faiss-ivf-sqfp16": "IVF-SQfp16",
@@ -49,11 +49,10 @@ def _load(path: Path) -> dict:
 def rows(folder: Path) -> tuple[list[str], list[str], list[str]]:
     ours = _load(folder / "ivf.json")
     peers = {p.stem: _load(p) for p in sorted(folder.glob("*.json")) if p.stem in NAMES}
-    key_ds = lambda r: (r["dataset"]["sha256"], r["dataset"]["nq"])  # noqa: E731
     rule = lambda r: (r["run"].get("target_recall"), r["run"].get("recall_confidence") or 0.0,  # noqa: E731
                       r["run"].get("k"))
     for name, p in peers.items():  # a file left by an earlier run into the same folder
-        if key_ds(p) != key_ds(ours):
+        if measured_on(p) != measured_on(ours):
             raise BadInput(f"{folder / (name + '.json')} was measured on {p['dataset']['name']} "
                            f"(nq={p['dataset']['nq']:,}), ivf on {ours['dataset']['name']} "
                            f"(nq={ours['dataset']['nq']:,}): not the same run, no ratio to take")

@@ -161,7 +161,7 @@ def _check_same_data(out: Path, ds) -> None:
     measured on other data than ``ds`` (another dataset, or another --queries count): this run
     would write its files beside them (or over some of them), a mixture report, plot and gate
     then refuse. A rerun on the same data, and --resume, pass."""
-    from vdbbench.bench.results import dataset_sha256, load_result
+    from vdbbench.bench.results import dataset_sha256, load_result, measured_on
 
     here = (dataset_sha256(ds), ds.nq)
     others: dict[tuple, list[str]] = {}
@@ -172,9 +172,8 @@ def _check_same_data(out: Path, ds) -> None:
             r = load_result(f)
         except ValueError:  # not a result (or a damaged one): not this check's business
             continue
-        d = r["dataset"]
-        if (d["sha256"], d["nq"]) != here:
-            others.setdefault((d["name"], d["nq"]), []).append(f.name)
+        if measured_on(r) != here:
+            others.setdefault((r["dataset"]["name"], r["dataset"]["nq"]), []).append(f.name)
     if others:
         (name, nq), files = next(iter(others.items()))
         what = f"{name} (nq={nq:,})" if name == ds.name else name

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vdbbench.bench.report import fmt_params, paired_ratio
-from vdbbench.bench.results import headline_entry, load_result
+from vdbbench.bench.results import headline_entry, load_result, measured_on
 from vdbbench.common.recall import RECALL_TARGET
 
 
@@ -18,7 +18,7 @@ def _peer_result(result_path: Path, peer: str, what: str, ours: dict) -> dict:
             f"no result for peer {peer!r} next to the {what} ({path}); run with --compare {peer}"
         ) from None
     # a peer file left in the folder by an earlier run on other data would give a ratio of nothing
-    if (r["dataset"]["sha256"], r["dataset"]["nq"]) != (ours["dataset"]["sha256"], ours["dataset"]["nq"]):
+    if measured_on(r) != measured_on(ours):
         raise ValueError(
             f"the peer result next to the {what} ({path}) was measured on {r['dataset']['name']} "
             f"({r['dataset']['nq']} queries), the {what} on {ours['dataset']['name']} "

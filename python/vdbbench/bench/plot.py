@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from vdbbench.bench.results import held_recall  # noqa: E402
+from vdbbench.bench.results import held_recall, measured_on  # noqa: E402
 from vdbbench.common.recall import RECALL_TARGET  # noqa: E402
 
 
@@ -58,7 +58,7 @@ def plot_results(runs: list[dict], out: Path, target: float | None = None, title
     ds0 = runs[0]["dataset"]
     for r in runs[1:]:  # one set of axes, one title: fronts measured on other data do not belong
         ds = r["dataset"]
-        if (ds["sha256"], ds["nq"], r.get("run", {}).get("k")) != (ds0["sha256"], ds0["nq"], runs[0].get("run", {}).get("k")):
+        if (measured_on(r), r.get("run", {}).get("k")) != (measured_on(runs[0]), runs[0].get("run", {}).get("k")):
             raise ValueError(f"{r['index']['name']} was measured on {ds['name']} (nq={ds['nq']:,}, "
                              f"k={r.get('run', {}).get('k')}), {runs[0]['index']['name']} on {ds0['name']} "
                              f"(nq={ds0['nq']:,}, k={runs[0].get('run', {}).get('k')}): plot each "

@@ -155,6 +155,12 @@ def headline_entry(result: dict, mode: str, threads: int) -> dict | None:
     return None
 
 
+def measured_on(result: dict) -> tuple:
+    """The data a result was measured on: its dataset's content hash and query count. Results
+    that differ in it are of other data (ratios, plots and gates between them mean nothing)."""
+    return (result["dataset"]["sha256"], result["dataset"]["nq"])
+
+
 def target_met(result: dict) -> bool:
     """Every headline (mode and thread count) found a point reaching the target, and so did the
     concurrent clients when the run measured them (a `--mode concurrent` run has no headline)."""
