@@ -22,8 +22,11 @@ from vdbbench.datasets.base import Dataset
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Serves server.files; honours `Range: bytes=N-`; can drop the first full response halfway
-    (server.drop_first) or serve other bytes than asked for (server.corrupt)."""
+    """Serves server.files; honours `Range: bytes=N-` (416 past the end); can drop the first
+    responses halfway (server.drops_left), serve other bytes than asked for (server.corrupt),
+    answer the next requests with scripted statuses (server.script: [(status, headers)]), send no
+    Content-Length and stop after server.cut bytes, or send half the body, then wait for
+    server.hold (an Event) before the rest."""
 
     def log_message(self, *args):  # keep pytest output clean
         pass
@@ -31,6 +34,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         srv = self.server
         srv.requests.append((self.path, self.headers.get("Range")))
+        if srv.script:
+            status, headers = srv.script.pop(0)
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"oops\n")
+            return
         data = srv.files.get(self.path)
         if data is None:
             self.send_error(404, "no such file")
@@ -41,13 +53,32 @@ class _Handler(BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         if rng and srv.ranges:
             start = int(rng.split("=")[1].split("-")[0])
+            if start >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             self.send_response(206)
             self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
         else:
             self.send_response(200)
         body = data[start:]
+        if srv.cut is not None:  # no length announced; the connection ends (HTTP/1.0) after `cut` bytes
+            self.end_headers()
+            self.wfile.write(body[: srv.cut])
+            return
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if srv.hold is not None:
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            srv.hold.wait(30)
+            try:
+                self.wfile.write(body[len(body) // 2 :])
+            except OSError:  # the client is gone
+                pass
+            return
         if srv.drops_left > 0:
             srv.drops_left -= 1
             self.wfile.write(body[: len(body) // 2])
@@ -63,12 +94,21 @@ def http_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.files, server.requests = {}, []
     server.drops_left, server.corrupt, server.ranges = 0, False, True
+    server.script, server.cut, server.hold = [], None, None
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
+    if server.hold is not None:
+        server.hold.set()
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch):
+    """Retries here wait 10 ms, not the default second (tests that check the waits pass their own)."""
+    monkeypatch.setattr("vdbbench.datasets.download.BACKOFF_S", 0.01)
 
 
 def _closed_port_url() -> str:
@@ -145,6 +185,19 @@ def _registry(tmp_path: Path, body: str, monkeypatch) -> None:
     path = tmp_path / "extra-registry.toml"
     path.write_text(body)
     monkeypatch.setenv("VDBBENCH_REGISTRY", str(path))
+
+
+_TINY = """
+[datasets.tiny]
+metric = "l2"
+dim = 16
+n = 300
+nq = 12
+[[datasets.tiny.sources]]
+url = "{url}/tiny-16-euclidean.hdf5"
+format = "ann-hdf5"
+dtype = "float32"
+"""
 
 
 def test_registry_fetch_records_hash_then_verifies_cache(tmp_path, http_server, data_dir, monkeypatch):
@@ -290,3 +343,161 @@ def test_concurrent_downloads_of_one_file_do_not_interleave(tmp_path, http_serve
     assert errors == []
     assert (tmp_path / "both.bin").read_bytes() == payload
     assert len(http_server.requests) == 1  # the others waited, then found the verified file
+
+
+# --- retries: 5xx, 408/429 and dropped connections, with bounded, visible backoff ---
+
+
+@pytest.fixture
+def waits(monkeypatch):
+    """The waits a download asks for, recorded instead of slept."""
+    asked: list[float] = []
+    monkeypatch.setattr("vdbbench.datasets.download.time.sleep", asked.append)
+    return asked
+
+
+def test_5xx_is_retried_with_backoff_and_retry_after_and_resumes_with_range(tmp_path, http_server, waits):
+    # a 502/503 from an overloaded mirror ended the download at once ("failed: HTTP 503"), and
+    # the bytes already received were only kept for a manual rerun
+    payload = np.random.default_rng(6).bytes(400_000)
+    http_server.files["/r.bin"] = payload
+    http_server.drops_left = 1  # the first response dies halfway, then 503 (asking for 2 s) and 502
+    http_server.RequestHandlerClass = type("H", (_Handler,), {"do_GET": _then_script(
+        http_server, [(503, {"Retry-After": "2"}), (502, {})])})
+    lines: list[str] = []
+    dest = download(f"{http_server.url}/r.bin", tmp_path / "r.bin", sha256=hashlib.sha256(payload).hexdigest(),
+                    progress=False, backoff=0.5, log=lines.append)
+    assert dest.read_bytes() == payload
+    assert [r for _, r in http_server.requests] == [None, "bytes=200000-", "bytes=200000-", "bytes=200000-"]
+    assert waits == [0.5, 2.0, 2.0]  # 0.5 after the drop, the 503's Retry-After (2 s), 0.5 x 2^2 after the 502
+    assert len(lines) == 3, lines  # one line per retry, saying what failed and what comes next
+    assert "connection closed before the end" in lines[0] and "retry 1/5 in 0.5 s" in lines[0]
+    assert "HTTP 503" in lines[1] and "retry 2/5 in 2.0 s" in lines[1] and "from byte 200,000" in lines[1]
+    assert "HTTP 502" in lines[2] and "retry 3/5" in lines[2]
+
+
+@pytest.mark.parametrize("status,retried", [(500, True), (503, True), (504, True), (408, True), (429, True),
+                                            (403, False), (404, False), (410, False)])
+def test_which_http_errors_are_retried(tmp_path, http_server, waits, status, retried):
+    http_server.files["/s.bin"] = payload = b"abc" * 1000
+    http_server.script = [(status, {})]
+    lines: list[str] = []
+    target = f"{http_server.url}/s.bin"
+    if retried:
+        download(target, tmp_path / "s.bin", progress=False, log=lines.append)
+        assert (tmp_path / "s.bin").read_bytes() == payload
+        assert len(http_server.requests) == 2 and len(lines) == 1 and f"HTTP {status}" in lines[0]
+    else:
+        with pytest.raises(DownloadError, match=f"s.bin failed: HTTP {status}"):
+            download(target, tmp_path / "s.bin", progress=False, log=lines.append)
+        assert len(http_server.requests) == 1 and lines == [] and waits == []
+        assert not (tmp_path / "s.bin").exists()
+
+
+def test_retries_and_waits_are_bounded(tmp_path, http_server, waits, capsys):
+    http_server.files["/busy.bin"] = b"x" * 1000
+    http_server.script = [(503, {})] * 10  # the server never recovers
+    with pytest.raises(DownloadError, match=r"busy\.bin failed after 3 retries: HTTP 503"):
+        download(f"{http_server.url}/busy.bin", tmp_path / "busy.bin", progress=False, retries=3,
+                 backoff=10, max_wait=15)
+    lines = capsys.readouterr().err.splitlines()  # by default, one line per retry on stderr
+    assert len(http_server.requests) == 4 and len(lines) == 3 and all("HTTP 503" in line for line in lines)
+    assert waits == [10, 15, 15]  # doubling, capped: at most retries x max_wait in all
+    assert not (tmp_path / "busy.bin").exists() and not (tmp_path / "busy.bin.part").exists()
+
+
+def test_retry_after_beyond_the_cap_gives_up_at_once_keeping_the_bytes(tmp_path, http_server, waits):
+    payload = np.random.default_rng(7).bytes(100_000)
+    http_server.files["/later.bin"] = payload
+    http_server.drops_left = 1
+    http_server.RequestHandlerClass = type("H", (_Handler,), {"do_GET": _then_script(
+        http_server, [(429, {"Retry-After": "3600"})])})
+    with pytest.raises(DownloadError, match=r"(?s)HTTP 429.*retry after 3,600 s, longer than the 60 s.*"
+                                            r"50,000 bytes are kept"):
+        download(f"{http_server.url}/later.bin", tmp_path / "later.bin", progress=False, max_wait=60, log=lambda _: None)
+    assert waits == [0.01]  # the drop's backoff; no wait for the server's hour
+    assert (tmp_path / "later.bin.part").read_bytes() == payload[:50_000] and not (tmp_path / "later.bin").exists()
+    # an HTTP date works as well; one in the past means now
+    from email.utils import formatdate
+
+    from vdbbench.datasets.download import retry_after
+
+    assert retry_after({"Retry-After": formatdate(1_000_030, usegmt=True)}, now=1_000_000) == 30
+    assert retry_after({"Retry-After": formatdate(999_000, usegmt=True)}, now=1_000_000) == 0
+    assert retry_after({"Retry-After": "soon"}) is None and retry_after({}) is None
+
+
+def _then_script(server, script):
+    """A do_GET that, after the first request, answers the next ones from ``script``."""
+    def do_get(handler):
+        _Handler.do_GET(handler)
+        if len(server.requests) == 1:
+            server.script = list(script)
+    return do_get
+
+
+def test_5xx_after_a_drop_from_a_server_without_range_restarts_cleanly(tmp_path, http_server, waits):
+    payload = np.random.default_rng(8).bytes(300_000)
+    http_server.files["/n.bin"] = payload
+    http_server.drops_left, http_server.ranges = 1, False
+    http_server.RequestHandlerClass = type("H", (_Handler,), {"do_GET": _then_script(http_server, [(500, {})])})
+    lines: list[str] = []
+    download(f"{http_server.url}/n.bin", tmp_path / "n.bin", sha256=hashlib.sha256(payload).hexdigest(),
+             progress=False, log=lines.append)
+    assert (tmp_path / "n.bin").read_bytes() == payload  # not the first half twice
+    assert len(lines) == 3 and "ignored the Range request" in lines[2] and "from the first byte" in lines[2]
+
+
+def test_ctrl_c_keeps_nothing_in_place_and_a_complete_part_is_not_fetched_again(tmp_path, http_server, monkeypatch):
+    # Ctrl-C while the complete bytes were being checked left the whole file in .part; the next
+    # run asked for the bytes after it, got 416 and threw the whole download away to start over
+    payload = np.random.default_rng(9).bytes(500_000)
+    http_server.files["/k.bin"] = payload
+    digest = hashlib.sha256(payload).hexdigest()
+    from vdbbench.datasets import download as dl
+
+    real_sha = dl.sha256_file
+
+    def interrupted(path, *a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dl, "sha256_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        download(f"{http_server.url}/k.bin", tmp_path / "k.bin", sha256=digest, progress=False)
+    assert not (tmp_path / "k.bin").exists() and (tmp_path / "k.bin.part").read_bytes() == payload
+    monkeypatch.setattr(dl, "sha256_file", real_sha)
+    download(f"{http_server.url}/k.bin", tmp_path / "k.bin", sha256=digest, progress=False)
+    assert (tmp_path / "k.bin").read_bytes() == payload and not (tmp_path / "k.bin.part").exists()
+    assert [r for _, r in http_server.requests] == [None, "bytes=500000-"]  # 416: already complete
+
+
+def test_ctrl_c_during_a_cli_fetch_is_a_clean_exit_and_the_next_fetch_resumes(tmp_path, http_server, data_dir, monkeypatch):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    http_server.files["/tiny-16-euclidean.hdf5"] = payload = _tiny_hdf5_bytes(tmp_path)
+    http_server.hold = threading.Event()  # half the file, then the server stalls
+    _registry(tmp_path, _TINY.format(url=http_server.url), monkeypatch)
+    code = ("import signal, sys\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "from vdbbench.cli import main\nsys.exit(main(['datasets', 'fetch', 'tiny', '--no-groundtruth']))")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    part = data_dir / "tiny" / "tiny-16-euclidean.hdf5.part"
+    deadline = time.monotonic() + 60
+    while not (part.exists() and part.stat().st_size >= len(payload) // 2) and proc.poll() is None:
+        assert time.monotonic() < deadline, "the fetch never started"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    http_server.hold.set()
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err
+    assert not (data_dir / "tiny" / "tiny-16-euclidean.hdf5").exists()
+    assert part.read_bytes() == payload[: part.stat().st_size]  # a clean prefix, resumable
+    http_server.hold = None
+    entry, source = reg.fetch("tiny", progress=False)
+    assert (entry.folder / source.filename).read_bytes() == payload
+    assert http_server.requests[-1][1] == f"bytes={len(payload) // 2}-"

@@ -1,18 +1,29 @@
-"""Verified downloads: resume into a .part file (HTTP Range), rich progress, size + sha256, atomic rename."""
+"""Verified downloads: resume into a .part file (HTTP Range), bounded retries with backoff, rich
+progress, size + sha256 + a structural check, atomic rename."""
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import hashlib
 import http.client
 import os
 import socket
+import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0
+RETRIES = 5
+BACKOFF_S = 1.0  # the first retry's wait; each further one doubles it
+MAX_WAIT_S = 60.0  # the longest single wait, Retry-After included: retries x this bounds all waiting
+# Statuses worth another try: a request timeout, rate limiting, and the server's own failures.
+# Any other 4xx (404, 403, 410...) will not change on a retry.
+RETRY_STATUSES = frozenset({408, 429} | set(range(500, 600)))
 
 
 class DownloadError(OSError):
@@ -61,18 +72,31 @@ def download(
     *,
     size: int | None = None,
     sha256: str | None = None,
-    retries: int = 5,
+    retries: int = RETRIES,
     timeout: float = TIMEOUT_S,
     progress: bool = True,
+    verify: Callable[[Path], None] | None = None,
+    backoff: float | None = None,
+    max_wait: float | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> Path:
     """Fetch ``url`` to ``dest``: resumable, verified, atomic. Returns ``dest``.
 
-    Bytes go to ``dest + ".part"``; a dropped connection is resumed from where it stopped (HTTP
-    Range; a server that ignores Range restarts the file), up to ``retries`` times, and a
-    ``.part`` left by an earlier interrupted run is resumed too. When the bytes are complete,
-    their size and sha256 are checked against ``size``/``sha256`` (when given) and only then is
-    the file renamed into place. A checksum or size failure deletes the .part file; a network
-    failure keeps it (so the next attempt resumes) and raises DownloadError saying so.
+    Bytes go to ``dest + ".part"``. A dropped connection, a timeout, HTTP 408, 429 or 5xx is
+    retried up to ``retries`` times, waiting ``backoff`` seconds, then twice that each time, or
+    what the server's Retry-After asks; no wait is longer than ``max_wait`` (a server asking for
+    longer is given up on at once), so waiting is bounded by ``retries * max_wait``. (Their
+    defaults, BACKOFF_S and MAX_WAIT_S, are read at each call, so tests can shorten them.) A
+    retry asks for the rest with an HTTP Range request and appends it when the server answers
+    206; a server that answers 200 instead is read again from the first byte. Other HTTP errors
+    are not retried. Each retry is one line through ``log`` (default: stderr). A ``.part`` left
+    by an earlier interrupted run (Ctrl-C included) is resumed the same way.
+
+    When the bytes are complete, their size and sha256 are checked against ``size``/``sha256``
+    (when given), then ``verify(part_path)`` runs (it raises ValueError, e.g. DatasetError, when
+    the bytes are not the file wanted), and only then is the file renamed into place: ``dest``
+    never holds a file that failed a check or was cut short. A failed check deletes the .part
+    file; a network failure keeps it (so the next attempt resumes) and raises DownloadError.
     """
     dest = Path(dest)
     try:
@@ -86,7 +110,10 @@ def download(
     with _exclusive(lock):  # two processes never append to one .part
         if dest.exists():  # another process finished (and verified) it while we waited
             return dest
-        return _download_locked(url, dest, size=size, sha256=sha256, retries=retries, timeout=timeout, progress=progress)
+        return _download_locked(url, dest, size=size, sha256=sha256, retries=retries, timeout=timeout,
+                                progress=progress, verify=verify, log=log,
+                                backoff=BACKOFF_S if backoff is None else backoff,
+                                max_wait=MAX_WAIT_S if max_wait is None else max_wait)
 
 
 class _exclusive:
@@ -108,14 +135,67 @@ class _exclusive:
         return False
 
 
-def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, progress) -> Path:
+def retry_after(headers, now: float | None = None) -> float | None:
+    """Seconds a Retry-After header asks to wait (delta-seconds or an HTTP date), None when absent or malformed."""
+    value = (headers.get("Retry-After") if headers is not None else None) or ""
+    value = value.strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    now = time.time() if now is None else now
+    return max(0.0, when.timestamp() - now)
+
+
+def _complete_by_416(exc: urllib.error.HTTPError, have: int) -> bool:
+    """A 416 whose Content-Range ("bytes */TOTAL") says the bytes on disk are already the whole file."""
+    content_range = (exc.headers.get("Content-Range", "") if exc.headers is not None else "").strip()
+    try:
+        return content_range.startswith("bytes */") and int(content_range.split("/")[1]) == have > 0
+    except ValueError:
+        return False
+
+
+def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, progress,
+                     verify=None, backoff=BACKOFF_S, max_wait=MAX_WAIT_S, log=None) -> Path:
     part = dest.with_name(dest.name + ".part")
     total: int | None = size
     attempt = 0
+    reached = False  # the server answered at least once (a refused connection then is not "offline")
     console_progress = _Progress(progress, dest.name)
+    say = log or console_progress.note
+
+    def have() -> int:
+        return part.stat().st_size if part.exists() else 0
+
+    def wait_and_retry(what: str, wait: float | None = None) -> None:
+        """One line saying what failed and what comes next, then the wait (raises when retries are used up)."""
+        nonlocal attempt
+        attempt += 1
+        kept = have()
+        if attempt > retries:
+            kept_note = f"{kept:,} bytes are kept in {part}; run the same command again to resume. " if kept else ""
+            raise DownloadError(f"download of {url} failed after {retries} retries: {what}. {kept_note}"
+                                f"When offline, copy the file to {dest} yourself.")
+        if wait is None:
+            wait = min(backoff * 2 ** (attempt - 1), max_wait)
+        elif wait > max_wait:
+            kept_note = f" {kept:,} bytes are kept in {part} for then." if kept else ""
+            raise DownloadError(f"download of {url} failed: {what}, and the server asks to retry after "
+                                f"{wait:,.0f} s, longer than the {max_wait:,.0f} s this waits. Try again later.{kept_note}")
+        then = f"asking for the rest from byte {kept:,}" if kept else "from the start"
+        say(f"download of {url}: {what}; retry {attempt}/{retries} in {wait:.1f} s, {then}")
+        time.sleep(wait)
+
     try:
         while True:
-            offset = part.stat().st_size if part.exists() else 0
+            offset = have()
             if total is not None and offset > total:
                 part.unlink()  # longer than the file can be: not ours to resume
                 offset = 0
@@ -123,8 +203,11 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
                 break
             try:
                 with _open(url, offset, timeout) as response:
+                    reached = True
                     reported, resumed = _total_from(response, offset, url)
                     if not resumed and offset:
+                        say(f"download of {url}: the server ignored the Range request (HTTP "
+                            f"{getattr(response, 'status', '?')}); starting again from the first byte")
                         offset = 0  # server ignored Range: start again from the first byte
                     if reported is not None:
                         if size is not None and reported != size:
@@ -134,42 +217,45 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
                             )
                         total = reported
                     console_progress.update(total, offset)
+                    read = getattr(response, "read1", response.read)  # what has arrived: the .part keeps up
                     with open(part, "ab" if offset else "wb") as out:
-                        while block := response.read(CHUNK):
+                        while block := read(CHUNK):
                             out.write(block)
                             offset += len(block)
                             console_progress.update(total, offset)
                 if total is None or offset >= total:
                     break
                 raise http.client.IncompleteRead(b"", total - offset)
-            except (urllib.error.HTTPError,) as exc:
-                if exc.code == 416 and part.exists():  # range not satisfiable: stale .part
-                    part.unlink()
-                    attempt += 1
-                    if attempt <= retries:
-                        continue
+            except urllib.error.HTTPError as exc:
+                reached = True
+                exc.close()
+                status = f"HTTP {exc.code} {exc.reason}"
+                if exc.code == 416 and part.exists():  # range not satisfiable
+                    if _complete_by_416(exc, have()):
+                        total = have()  # an interrupted run had already received every byte
+                        break
+                    part.unlink()  # a stale .part, not a prefix of this file
+                    wait_and_retry(f"{status} for the bytes kept from an earlier run (removed)", 0.0)
+                    continue
+                if exc.code in RETRY_STATUSES:
+                    wait_and_retry(status, retry_after(exc.headers))
+                    continue
                 raise DownloadError(
-                    f"download of {url} failed: HTTP {exc.code} {exc.reason}. "
+                    f"download of {url} failed: {status}. "
                     f"Check the URL, or place the file at {dest} yourself."
                 ) from exc
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 if isinstance(exc, DownloadError):
                     raise
                 reason = getattr(exc, "reason", None) or exc
-                have = part.stat().st_size if part.exists() else 0
-                attempt += 1
                 # A name that does not resolve will not resolve on a retry: say so at once. A
-                # server never reached (nothing received yet) gets one more try, not `retries`.
-                unreachable = isinstance(reason, socket.gaierror)
-                if unreachable or attempt > (retries if have else min(retries, 1)):
-                    kept = (f"{have} bytes are kept in {part}; run the same command again to resume. "
-                            if have else "")
-                    tries = "" if unreachable else f" after {attempt - 1} retries"
-                    raise DownloadError(
-                        f"download of {url} failed{tries}: {reason}. {kept}"
-                        f"When offline, copy the file to {dest} yourself."
-                    ) from exc
-                time.sleep(min(0.2 * 2**attempt, 5.0))
+                # server never reached (offline, refused) gets one more try, not `retries`.
+                if isinstance(reason, socket.gaierror) or (not reached and attempt >= min(retries, 1)):
+                    tries = "" if isinstance(reason, socket.gaierror) else f" after {attempt} retries"
+                    raise DownloadError(f"download of {url} failed{tries}: {reason}. "
+                                        f"When offline, copy the file to {dest} yourself.") from exc
+                what = _describe(reason, timeout)
+                wait_and_retry(f"{what} ({have():,} bytes received so far)" if reached else what)
     finally:
         console_progress.close()
     got = part.stat().st_size
@@ -187,8 +273,31 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
                 f"{url}: sha256 mismatch: got {digest}, expected {sha256}. The file was removed; "
                 f"the source may be damaged or changed (try another source, or check the registry entry)."
             )
+    if verify is not None:
+        try:
+            verify(part)
+        except ValueError as exc:  # DatasetError: the bytes are complete, but not the file wanted
+            part.unlink(missing_ok=True)
+            raise DownloadError(
+                f"{url}: the downloaded file is not usable: {exc}. It was removed and nothing was put at "
+                f"{dest}; the transfer may have been cut short without the server saying its length, or "
+                f"the source served something else (run the same command again, or try another source)."
+            ) from exc
     os.replace(part, dest)
     return dest
+
+
+def _describe(reason, timeout: float) -> str:
+    """A network failure in a few words."""
+    if isinstance(reason, http.client.IncompleteRead):
+        return "the connection closed before the end of the file"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return f"no data for {timeout:g} s"
+    if isinstance(reason, ConnectionResetError):
+        return "the connection was reset"
+    if isinstance(reason, str):
+        return reason
+    return f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__
 
 
 class _Progress:
@@ -211,6 +320,15 @@ class _Progress:
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=total)
         self._bar.update(self._task, total=total, completed=done)
+
+    def note(self, line: str) -> None:
+        """One line on stderr (above the bar while it is shown), whether or not the bar is enabled."""
+        if self._bar is not None:
+            from rich.markup import escape
+
+            self._bar.console.print(escape(line), highlight=False, soft_wrap=True)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:
