@@ -501,3 +501,137 @@ def test_ctrl_c_during_a_cli_fetch_is_a_clean_exit_and_the_next_fetch_resumes(tm
     entry, source = reg.fetch("tiny", progress=False)
     assert (entry.folder / source.filename).read_bytes() == payload
     assert http_server.requests[-1][1] == f"bytes={len(payload) // 2}-"
+
+
+# --- acceptance without a published checksum: the structure of the file is checked before it is kept ---
+
+
+def test_hdf5_cut_short_without_a_length_is_refused_and_nothing_kept(tmp_path, http_server, data_dir, monkeypatch, capsys):
+    # with no Content-Length a connection that died early looked like the end of the file: the
+    # stump was renamed into place and its size and sha256 recorded as the set's identity
+    from vdbbench.cli import main
+
+    http_server.files["/tiny-16-euclidean.hdf5"] = payload = _tiny_hdf5_bytes(tmp_path)
+    http_server.cut = len(payload) * 2 // 3
+    _registry(tmp_path, _TINY.format(url=http_server.url), monkeypatch)
+    with pytest.raises(DownloadError, match=r"(?s)hdf5\.part: cannot read HDF5 file.*nothing was put at"):
+        load_dataset("tiny", offline_fallback=False, progress=False)
+    folder = data_dir / "tiny"
+    assert sorted(p.name for p in folder.iterdir()) == ["tiny-16-euclidean.hdf5.lock"]  # no file, no record
+    assert main(["datasets", "fetch", "tiny"]) == 1
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps at the terminal's width
+    assert "fetch failed" in out and "not usable" in out and "Traceback" not in out
+    http_server.cut = None  # the next, whole download is accepted
+    assert load_dataset("tiny", offline_fallback=False, progress=False).n == 300
+
+
+def _hdf5_payload(tmp_path, n=300, nq=12, dim=16, dtype=np.float32, metric="l2", neighbors_rows=None) -> bytes:
+    import h5py
+
+    rng = np.random.default_rng(11)
+    path = tmp_path / "variant.hdf5"
+    with h5py.File(path, "w") as f:
+        f.attrs["distance"] = {"l2": "euclidean", "cosine": "angular"}[metric]
+        f.create_dataset("train", data=rng.random((n, dim)).astype(dtype))
+        f.create_dataset("test", data=rng.random((nq, dim)).astype(dtype))
+        if neighbors_rows is not None:
+            f.create_dataset("neighbors", data=np.zeros((neighbors_rows, 100), np.int32))
+            f.create_dataset("distances", data=np.zeros((neighbors_rows, 100), np.float32))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("variant,message", [
+    ({"n": 299}, "n 299 where the registry says 300"),
+    ({"nq": 10}, "nq 10 where the registry says 12"),
+    ({"dim": 8}, "dim 8 where the registry says 16"),
+    ({"metric": "cosine"}, "metric cosine where the registry says l2"),
+    ({"dtype": np.float64}, "train is float64 where the registry says float32"),
+    ({"neighbors_rows": 11}, "neighbors has 11 rows for 12 queries"),
+    ("page", "not an HDF5 file"),
+])
+def test_hdf5_that_is_not_the_registered_set_is_refused(tmp_path, http_server, data_dir, monkeypatch, variant, message):
+    body = b"<html>503 Service Unavailable</html>" if variant == "page" else _hdf5_payload(tmp_path, **variant)
+    http_server.files["/tiny-16-euclidean.hdf5"] = body
+    _registry(tmp_path, _TINY.format(url=http_server.url), monkeypatch)
+    with pytest.raises(DownloadError, match=message):
+        reg.fetch("tiny", progress=False)
+    assert sorted(p.name for p in (data_dir / "tiny").iterdir()) == ["tiny-16-euclidean.hdf5.lock"]
+
+
+def test_hand_placed_hdf5_of_other_sizes_is_refused_at_load(tmp_path, data_dir, monkeypatch):
+    # the load compared only metric and dim with the registry: a file of 299 base vectors
+    # placed in the cache loaded as the registered 300
+    _registry(tmp_path, _TINY.format(url="http://127.0.0.1:9"), monkeypatch)
+    (data_dir / "tiny").mkdir()
+    (data_dir / "tiny" / "tiny-16-euclidean.hdf5").write_bytes(_hdf5_payload(tmp_path, n=299))
+    with pytest.raises(ValueError, match="not the registered tiny: n 299 where the registry says 300"):
+        load_dataset("tiny", offline_fallback=False, progress=False)
+
+
+def test_registry_dtype_must_be_a_type_name(tmp_path, monkeypatch):
+    _registry(tmp_path, _TINY.format(url="http://127.0.0.1:9").replace('"float32"', '"floaty"'), monkeypatch)
+    with pytest.raises(ValueError, match="dtype 'floaty' is not a numpy type name"):
+        reg.registry()
+
+
+def _mini_tarball(tmp_path, *, n=500, nq=6, dim=8, gt_rows=6, gt_k=100, skip=(), query_dim=None) -> bytes:
+    rng = np.random.default_rng(12)
+    folder = tmp_path / "tar-src" / "mini"
+    folder.mkdir(parents=True, exist_ok=True)
+    write_vecs(folder / "mini_base.fvecs", rng.random((n, dim)).astype(np.float32))
+    write_vecs(folder / "mini_query.fvecs", rng.random((nq, query_dim or dim)).astype(np.float32))
+    write_vecs(folder / "mini_groundtruth.ivecs", np.zeros((gt_rows, gt_k), np.int32))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in ("mini_base.fvecs", "mini_query.fvecs", "mini_groundtruth.ivecs"):
+            if name not in skip:
+                tar.add(folder / name, arcname=f"mini/{name}")
+    return buf.getvalue()
+
+
+_MINI = """
+[datasets.mini]
+metric = "l2"
+dim = 8
+n = 500
+nq = 6
+[[datasets.mini.sources]]
+url = "{url}/mini.tar.gz"
+format = "texmex-tar"
+base = "mini/mini_base.fvecs"
+query = "mini/mini_query.fvecs"
+groundtruth = "mini/mini_groundtruth.ivecs"
+"""
+
+
+@pytest.mark.parametrize("variant,message", [
+    ("cut", r"not a complete tar archive"),
+    ({"n": 499}, r"mini_base\.fvecs holds 499 vectors where the registry says n 500"),
+    ({"nq": 5, "gt_rows": 5}, r"mini_query\.fvecs holds 5 vectors where the registry says nq 6"),
+    ({"query_dim": 4}, r"mini_query\.fvecs has dimension 4 where the registry says dim 8"),
+    ({"gt_rows": 7}, r"mini_groundtruth\.ivecs holds 7 rows where the registry says nq 6"),
+    ({"gt_k": 5}, r"holds 5 neighbours per query"),
+    ({"skip": ("mini_query.fvecs",)}, r"the tarball lacks mini/mini_query\.fvecs"),
+])
+def test_texmex_tarball_that_is_not_the_registered_set_is_refused(tmp_path, http_server, data_dir, monkeypatch,
+                                                                   variant, message):
+    # a tarball cut short without a length (or of other counts) was accepted into the cache; the
+    # cut one failed only at extraction, after its checksum had been recorded as the set's
+    good = _mini_tarball(tmp_path)
+    if variant == "cut":
+        http_server.files["/mini.tar.gz"] = good
+        http_server.cut = len(good) - 200
+    else:
+        http_server.files["/mini.tar.gz"] = _mini_tarball(tmp_path, **variant)
+    _registry(tmp_path, _MINI.format(url=http_server.url), monkeypatch)
+    with pytest.raises(DownloadError, match=message):
+        reg.fetch("mini", progress=False)
+    assert sorted(p.name for p in (data_dir / "mini").iterdir()) == ["mini.tar.gz.lock"]
+    http_server.files["/mini.tar.gz"], http_server.cut = good, None
+    assert load_dataset("mini", offline_fallback=False, progress=False).nq == 6
+
+
+def test_packaged_hdf5_sources_name_their_dtype():
+    for name, e in reg.registry().items():
+        for s in e.sources:
+            assert s.format != "ann-hdf5" or s.dtype == "float32", (name, s.url)

@@ -284,10 +284,22 @@ def test_checksum_recorded_from_an_error_page_does_not_refuse_the_real_file(tmp_
         '[datasets.page]\nmetric = "l2"\ndim = 8\nn = 300\nnq = 5\n[[datasets.page.sources]]\n'
         f'url = "http://127.0.0.1:{server.server_address[1]}/page.hdf5"\nformat = "ann-hdf5"\n')
     monkeypatch.setenv("VDBBENCH_REGISTRY", str(tmp_path / "r.toml"))
+    from vdbbench.datasets import DownloadError
+
     try:
+        # The page is refused before it is moved into place (registry.check_download): nothing is
+        # kept and nothing recorded, so the real file downloads next time without any deleting.
+        with pytest.raises(DownloadError, match="(?s)page.hdf5.part: not an HDF5 file.*nothing was put at"):
+            load_dataset("page", offline_fallback=False, progress=False)
+        assert sorted(p.name for p in (data_dir / "page").iterdir()) == ["page.hdf5.lock"]
+        served["body"] = real
+        ds = load_dataset("page", offline_fallback=False, progress=False)
+        # A page placed in the cache by hand (or by an older version) is still refused at load,
+        # and the checksum recorded from it dropped.
+        (data_dir / "page" / "page.hdf5").write_bytes(b"<html>Service temporarily unavailable</html>")
+        (data_dir / "page" / "CHECKSUMS.json").unlink()
         with pytest.raises(DatasetError, match="(?s)not an HDF5 file.*delete .*page.hdf5 and fetch again"):
             load_dataset("page", offline_fallback=False, progress=False)
-        served["body"] = real
         (data_dir / "page" / "page.hdf5").unlink()  # as the message says
         ds = load_dataset("page", offline_fallback=False, progress=False)
     finally:

@@ -13,9 +13,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "datasets",
         help="list, fetch, inspect and generate data sets",
-        description="Registered data sets are downloaded (resumable, size + sha256 verified) into "
-        "$VDBBENCH_DATA (default ~/.cache/vdbbench); generated sets are synth-sift-<n> and "
-        "synth-float-<n> (n like 20k, 100k, 1m).",
+        description="Registered data sets are downloaded (resumable, retried, size + sha256 + structure "
+        "verified before they are kept) into $VDBBENCH_DATA (default ~/.cache/vdbbench); generated sets "
+        "are synth-sift-<n> and synth-float-<n> (n like 20k, 100k, 1m).",
     )
     sub = p.add_subparsers(dest="datasets_command", metavar="ACTION")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

@@ -169,11 +169,9 @@ def _load_registered(entry: reg.Entry, source: reg.Source) -> Dataset:
         else:
             files = reg.extract_members(entry, source, sha256)  # members of exactly this tarball
             ds = _load_texmex(files["base"], files["query"], files.get("groundtruth"), entry.name, entry.metric)
-        if ds.metric != entry.metric or ds.dim != entry.dim:
-            raise DatasetError(
-                f"{folder / source.filename}: holds metric {ds.metric}, dim {ds.dim}; the registry says "
-                f"{entry.metric}, dim {entry.dim}"
-            )
+        problems = reg.mismatches(entry, metric=ds.metric, n=ds.n, nq=ds.nq, dim=ds.dim)
+        if problems:  # the same rule a download is held to (registry.check_download), for a file placed by hand
+            raise DatasetError(f"{folder / source.filename}: not the registered {entry.name}: " + "; ".join(problems))
     except DatasetError as exc:
         # Not the data set (an error page served as the file, a body cut short without a length):
         # a checksum recorded from it would refuse every good download after it, so it goes.

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from vdbbench.datasets.base import DatasetError, check_metric
 from vdbbench.datasets.download import DownloadError, download, sha256_file
 
@@ -44,6 +46,7 @@ class Source:
     size: int | None = None
     sha256: str | None = None
     members: dict = field(default_factory=dict)  # texmex-tar: base / query / groundtruth
+    dtype: str | None = None  # element type of the base and query vectors as stored (e.g. "float32")
 
     @property
     def filename(self) -> str:
@@ -82,7 +85,14 @@ def _parse(path: Path) -> dict[str, Entry]:
                 members = {key: s[key] for key in ("base", "query", "groundtruth") if key in s}
                 if s["format"] == "texmex-tar" and not {"base", "query"} <= members.keys():
                     raise DatasetError(f"{where}: a texmex-tar source needs base and query members")
-                sources.append(Source(s["url"], s["format"], s.get("approx_size", ""), s.get("size"), s.get("sha256"), members))
+                dtype = s.get("dtype")
+                if dtype is not None:
+                    try:
+                        dtype = np.dtype(dtype).name
+                    except TypeError:
+                        raise DatasetError(f"{where}: dtype {s['dtype']!r} is not a numpy type name (e.g. float32)") from None
+                sources.append(Source(s["url"], s["format"], s.get("approx_size", ""), s.get("size"), s.get("sha256"),
+                                      members, dtype))
             entries[name] = Entry(
                 name, spec.get("description", ""), check_metric(spec["metric"], where), int(spec["dim"]),
                 int(spec["n"]), int(spec["nq"]), sources, spec.get("fallback"),
@@ -182,6 +192,64 @@ def forget_record(entry_: Entry, source: Source) -> bool:
     return True
 
 
+def mismatches(entry_: Entry, *, metric: str | None = None, n: int | None = None, nq: int | None = None,
+               dim: int | None = None) -> list[str]:
+    """What a file holds that the registry entry does not say (empty when it agrees), one phrase each."""
+    said = {"metric": entry_.metric, "n": entry_.n, "nq": entry_.nq, "dim": entry_.dim}
+    held = {"metric": metric, "n": n, "nq": nq, "dim": dim}
+    return [f"{key} {held[key]:,} where the registry says {said[key]:,}" if key != "metric"
+            else f"metric {held[key]} where the registry says {said[key]}"
+            for key in said if held[key] is not None and held[key] != said[key]]
+
+
+def check_download(entry_: Entry, source: Source, path: Path) -> None:
+    """Refuse a complete download that is not the registered data set, by its structure.
+
+    For sources without a published checksum this is what tells the real file from an error
+    page served as the file, or a body cut short by a server that sent no length: an ann-hdf5
+    file must open with h5py and hold train (n, dim) and test (nq, dim) of the registry's sizes
+    (and dtype, where the source names one), with the registry's metric and, if present,
+    neighbors for every query; a texmex-tar file must read to its end and hold the base, query
+    (and groundtruth) members whose sizes are whole records of the registry's dimension and
+    counts. Only the headers are read from HDF5; a tarball is read once, through. Raises
+    DatasetError naming the file and each disagreement.
+    """
+    from vdbbench.datasets.formats import inspect_ann_hdf5, inspect_texmex_tar
+
+    name = entry_.name
+    if source.format == "ann-hdf5":
+        info = inspect_ann_hdf5(path)
+        (n, dim), (nq, _) = info["train"][0], info["test"][0]
+        problems = mismatches(entry_, metric=info["metric"], n=n, nq=nq, dim=dim)
+        if source.dtype:
+            problems += [f"{key} is {info[key][1]} where the registry says {source.dtype}"
+                         for key in ("train", "test") if info[key][1].name != source.dtype]
+    else:
+        found = inspect_texmex_tar(path, source.members)
+        absent = [source.members[role] for role in source.members if role not in found]
+        if absent:
+            raise DatasetError(f"{path}: the tarball lacks {', '.join(absent)} (registered for {name})")
+        problems = []
+        for role, rows, what in (("base", entry_.n, "n"), ("query", entry_.nq, "nq")):
+            got_rows, got_dim, dtype = found[role]
+            member = source.members[role]
+            if got_rows != rows:
+                problems.append(f"{member} holds {got_rows:,} vectors where the registry says {what} {rows:,}")
+            if got_dim != entry_.dim:
+                problems.append(f"{member} has dimension {got_dim} where the registry says dim {entry_.dim}")
+            if source.dtype and dtype.name != source.dtype:
+                problems.append(f"{member} holds {dtype.name} where the registry says {source.dtype}")
+        if "groundtruth" in found:
+            got_rows, k, _ = found["groundtruth"]
+            member = source.members["groundtruth"]
+            if got_rows != entry_.nq:
+                problems.append(f"{member} holds {got_rows:,} rows where the registry says nq {entry_.nq:,}")
+            if k < 10:
+                problems.append(f"{member} holds {k} neighbours per query; at least 10 are needed for recall@10")
+    if problems:
+        raise DatasetError(f"{path}: not the registered {name}: " + "; ".join(problems))
+
+
 def cached_source(entry_: Entry) -> Source | None:
     """The first source whose file is already in the cache."""
     for source in entry_.sources:
@@ -205,7 +273,8 @@ def fetch(name: str, progress: bool = True) -> tuple[Entry, Source]:
         size, sha, _origin = expected_checksum(entry_, source)
         dest = entry_.folder / source.filename
         try:
-            download(source.url, dest, size=size, sha256=sha, progress=progress)
+            download(source.url, dest, size=size, sha256=sha, progress=progress,
+                     verify=lambda part, source=source: check_download(entry_, source, part))
         except DownloadError as exc:
             errors.append(f"  - {exc}")
             continue
