@@ -66,6 +66,7 @@ class Facts:
     reference: dict | None = None  # the `reference` event: the project's engine on this card
     decisions: list = field(default_factory=list)
     accepted: list = field(default_factory=list)
+    decided_iteration: int = 0  # the highest iteration a decision carries
     outcomes: Counter = field(default_factory=Counter)
     since_improvement: int = 0
     since_review: int = 0  # decisions without a gain since the last strategic review (or gain)
@@ -108,8 +109,15 @@ class Facts:
         return self.closed_wall_s + max(0.0, end - self.segment_start)
 
     @property
+    def submissions(self) -> int:
+        """Submissions so far: the decisions read, or the highest iteration a decision carries when
+        that is more (a decision on a damaged journal line is gone, the submissions after it
+        still say how many came before)."""
+        return max(len(self.decisions), self.decided_iteration)
+
+    @property
     def usage(self) -> Usage:
-        return Usage(len(self.decisions), self.tool_calls, self.prompt_tokens, self.completion_tokens, self.tokens,
+        return Usage(self.submissions, self.tool_calls, self.prompt_tokens, self.completion_tokens, self.tokens,
                      self.cost_usd, self.elapsed(), self.model_calls)
 
     @property
@@ -176,6 +184,11 @@ class Facts:
             self.same_run_gain[ev.get("iteration")] = 1.0 + float(ev["gain"])
 
     def _on_decision(self, ev) -> None:
+        it = int(ev.get("iteration") or 0)
+        if ev.get("recovered") and ev.get("outcome") == "accepted" and it < self.decided_iteration:
+            self._on_earlier_accept(ev, it)
+            return
+        self.decided_iteration = max(self.decided_iteration, it)
         if self.baseline_qps is None and ev.get("best_qps_before"):
             self.baseline_qps = float(ev["best_qps_before"])
             self.best_qps = self.best_qps or self.baseline_qps
@@ -199,6 +212,17 @@ class Facts:
             "iterations": float(ev.get("iteration") or len(self.decisions)), "tool_calls": float(self.tool_calls),
             "hours": self.elapsed() / 3600.0, "cost": self.cost_usd, "tokens": self.tokens / 1e6,
         }
+
+    def _on_earlier_accept(self, ev, it: int) -> None:
+        """An accepted change of an earlier iteration, recovered on resume from its commit (its
+        decision's line in the journal was damaged): it joins the decisions and the accepted
+        changes in its iteration's place, and the best stays the later one."""
+        def place(items: list) -> int:
+            return next((i for i, d in enumerate(items) if int(d.get("iteration") or 0) > it), len(items))
+
+        self.decisions.insert(place(self.decisions), dict(ev))
+        self.accepted.insert(place(self.accepted), dict(ev))
+        self.outcomes["accepted"] += 1
 
     def _on_assistant(self, ev) -> None:
         self.unseen_verdict = None  # the model answered after the verdict: it saw it

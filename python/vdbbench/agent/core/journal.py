@@ -56,23 +56,13 @@ def event_time(t) -> float | None:
 
 
 def read_events(path: str | os.PathLike) -> list[dict]:
-    """All complete events of a journal file; a torn last line (crash mid-write) is ignored."""
-    events = []
+    """The events of a journal file, as resume, budgets and the live view read them: every line
+    that can be read, in seq order (`read_journal`). A torn last line (crash mid-write) is left
+    out; so is a damaged line in the middle, which no longer hides the events after it."""
     path = Path(path)
     if not path.exists():
-        return events
-    with path.open("r", encoding="utf-8") as fh:
-        for line in fh:
-            if not line.endswith("\n"):
-                break  # torn write at the moment of a crash
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return events
+        return []
+    return read_journal(path)[0]
 
 
 # The figures readers compute with: a value of another type (a damaged or hand-edited journal) is
@@ -91,15 +81,68 @@ _SHAPES = {
 _KIND_NAMES = {str: "text", list: "a list", dict: "an object"}
 
 
+# How every event line the journal writes begins (json.dumps of a dict whose first key is seq).
+_EVENT_HEAD = b'{"seq": '
+
+
+def _is_event(obj) -> bool:
+    return isinstance(obj, dict) and isinstance(obj.get("type"), str)
+
+
+def _salvage(raw: bytes) -> list[dict]:
+    """The whole events inside a damaged line: a line glued onto the torn head of another (a cut
+    copy, then more appended; two files joined) or two lines whose newline was lost. The line is
+    cut where each event begins; a piece that is not one whole event object is left out. (Inside
+    an event's text a quote is escaped, so the head cannot appear there.)"""
+    starts, i = [], raw.find(_EVENT_HEAD)
+    while i != -1:
+        starts.append(i)
+        i = raw.find(_EVENT_HEAD, i + 1)
+    found = []
+    for a, b in zip(starts, starts[1:] + [len(raw)]):
+        try:
+            ev = json.loads(raw[a:b].decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if _is_event(ev):
+            found.append(ev)
+    return found
+
+
+def _checked(ev: dict, n: int, problems: list[str]) -> dict:
+    """The event of line n with every figure or shape of the wrong type read as none, and named."""
+    for key, kind in sorted(_SHAPES.items()):
+        v = ev.get(key)
+        if v is not None and not isinstance(v, kind):
+            problems.append(f"line {n}: the {ev['type']}'s {key} is not {_KIND_NAMES[kind]} ({repr(v)[:40]}): read as none")
+            ev[key] = None
+    for where, obj in [("", ev)] + [(f"{k}.", ev[k]) for k in ("candidate", "best", "fresh") if isinstance(ev.get(k), dict)]:
+        for key in sorted(_NUMBERS & obj.keys()):
+            v = obj[key]
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                problems.append(f"line {n}: the {ev['type']}'s {where}{key} is not a number ({repr(v)[:40]}): read as none")
+                obj[key] = None
+    return ev
+
+
 def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
     """A journal read for a report: its events in seq order and, in words, what was wrong with the
-    file (empty when it is whole). Unlike `read_events` (the loop's reader), a damaged line does
-    not hide every event after it: it is left out and named. A torn last line, a line that is not
-    UTF-8, not JSON or not an event object, an event repeated under its seq (counted once), two
-    different events under one seq (both kept, in file order) and events out of seq order (read
-    in seq order) each add a problem, so a reader can mark its figures as partial."""
+    file (empty when it is whole). A damaged line does not hide the events after it: it is left
+    out and named. A torn last line, a line that is not UTF-8, not JSON or not an event object, an
+    event repeated under its seq (counted once), two different events under one seq (both kept,
+    in file order) and events out of seq order (read in seq order) each add a problem, so a
+    reader can mark its figures as partial. Whole events glued into a damaged line are read."""
+    events, problems, _ = read_journal_lines(path)
+    return events, problems
+
+
+def read_journal_lines(path: str | os.PathLike) -> tuple[list[dict], list[str], list[int]]:
+    """`read_journal`, and the numbers of the lines (1-based) it could not read whole: damaged
+    lines left out, or read only in part (the whole events glued into them); a torn last line is
+    not among them (the journal drops it on opening, a crash's cut write)."""
     events: list[dict] = []
     problems: list[str] = []
+    skipped: list[int] = []
     data = Path(path).read_bytes()
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when the file ends with a newline
@@ -108,27 +151,24 @@ def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
             continue
         try:
             ev = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            problems.append(f"line {n} is not UTF-8 text: left out")
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            skipped.append(n)
+            whole = _salvage(raw)
+            if whole:
+                problems.append(f"line {n} is damaged: the {len(whole)} whole event(s) in it (seq "
+                                f"{', '.join(str(e.get('seq')) for e in whole)}) read, the rest left out")
+                for ev in whole:
+                    events.append(_checked(ev, n, problems))
+            elif isinstance(exc, UnicodeDecodeError):
+                problems.append(f"line {n} is not UTF-8 text: left out")
+            else:
+                problems.append(f"line {n} is not JSON (damaged): left out")
             continue
-        except json.JSONDecodeError:
-            problems.append(f"line {n} is not JSON (damaged): left out")
-            continue
-        if not isinstance(ev, dict) or not isinstance(ev.get("type"), str):
+        if not _is_event(ev):
+            skipped.append(n)
             problems.append(f"line {n} is not a journal event (an object with a type): left out")
             continue
-        for key, kind in sorted(_SHAPES.items()):
-            v = ev.get(key)
-            if v is not None and not isinstance(v, kind):
-                problems.append(f"line {n}: the {ev['type']}'s {key} is not {_KIND_NAMES[kind]} ({repr(v)[:40]}): read as none")
-                ev[key] = None
-        for where, obj in [("", ev)] + [(f"{k}.", ev[k]) for k in ("candidate", "best", "fresh") if isinstance(ev.get(k), dict)]:
-            for key in sorted(_NUMBERS & obj.keys()):
-                v = obj[key]
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                    problems.append(f"line {n}: the {ev['type']}'s {where}{key} is not a number ({repr(v)[:40]}): read as none")
-                    obj[key] = None
-        events.append(ev)
+        events.append(_checked(ev, n, problems))
     if tail.strip():
         problems.append(f"the last line ({len(lines) + 1}) is cut short (a crash mid-write, or the session "
                         "is writing it now): left out")
@@ -137,7 +177,7 @@ def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
     if any(s is None for s in seqs):
         problems.append(f"{sum(s is None for s in seqs)} events have no seq (an older or hand-written journal): "
                         "read in file order")
-        return events, problems
+        return events, problems, skipped
     kept: list[dict] = []
     by_seq: dict[int, dict] = {}
     reused = 0
@@ -157,7 +197,7 @@ def read_journal(path: str | os.PathLike) -> tuple[list[dict], list[str]]:
     if not reused and any(b < a for a, b in zip(order, order[1:])):
         problems.append("events are out of seq order in the file: read in seq order")
         kept.sort(key=lambda e: e["seq"])
-    return kept, problems
+    return kept, problems, skipped
 
 
 class Journal:
@@ -167,9 +207,20 @@ class Journal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._truncate_torn_tail()
-        existing = read_events(self.path)
-        self.seq = existing[-1]["seq"] + 1 if existing else 0
-        self.iteration = max((e.get("iteration", 0) for e in existing), default=0)
+        # What was wrong with the file as it was opened (a damaged line in the middle: the user's
+        # editor, a disk fault, a cut copy or two files joined). It is read past, never rewritten:
+        # new events go after it, and `problems` / `damaged_lines` say what was left out.
+        existing: list[dict] = []
+        self.problems: list[str] = []
+        self.damaged_lines: list[int] = []
+        lines = 0
+        if self.path.exists():
+            existing, self.problems, self.damaged_lines = read_journal_lines(self.path)
+            lines = self.path.read_bytes().count(b"\n")
+        seqs = [e["seq"] for e in existing if type(e.get("seq")) is int]
+        # Past every seq in the file, a damaged line's too: one line holds one event, from seq 0.
+        self.seq = max([s + 1 for s in seqs] + [lines])
+        self.iteration = max((int(e.get("iteration") or 0) for e in existing), default=0)
         # Unbuffered: an event is in the file whole or not at all (see append).
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
