@@ -469,6 +469,18 @@ def commit_metrics(ws: Path, rev: str) -> dict:
     return metrics
 
 
+def branch_commits(ws: Path) -> list[str]:
+    """The session branch's commits after the start, oldest first: each one accepted change."""
+    start = start_commit(ws)
+    return git(ws, "rev-list", "--first-parent", "--reverse", f"{start}..HEAD").split()
+
+
+def commit_iteration(ws: Path, rev: str) -> int | None:
+    """The iteration an accepted commit was submitted at ("iteration N: ..." is its subject)."""
+    m = re.match(r"iteration (\d+):", git(ws, "log", "-1", "--format=%s", rev))
+    return int(m.group(1)) if m else None
+
+
 def start_commit(ws: Path) -> str:
     return git(ws, "rev-list", "--max-parents=0", "HEAD").split()[0]
 

@@ -40,6 +40,7 @@ from vdbbench.agent.session.model import Model, ModelFinished, ModelUnavailable,
 from vdbbench.agent.session.node import node_info
 from vdbbench.agent.session.session_api import Best, SessionError
 from vdbbench.agent.session.tools import TOOL_SCHEMAS, ToolArgumentError, ToolResult, run_tool
+from vdbbench.common.console import say_warning
 
 
 
@@ -151,6 +152,11 @@ class Session:
         merged = {**meta.get("budget_overrides", {}), **{k: v for k, v in (budget_overrides or {}).items() if v is not None}}
         budgets = Budgets.merged(card.budgets, merged)
         session = cls(run_dir, card, model, budgets, prices, on_event, prompts.for_run(run_dir))
+        try:
+            startup.check_resumable(session)
+        except SessionError:
+            session.journal.close()  # nothing was written
+            raise
         session._start(resumed=True)
         return session
 
@@ -164,6 +170,10 @@ class Session:
                   machine={"cpu": self.machine.cpu, "cores": self.machine.cores, "simd": self.machine.simd,
                            "caches": self.machine.caches},
                   resumed=resumed, node=node_info())
+        if resumed and self.journal.problems:  # read past, kept as it is: said once, and journaled
+            damage = startup.damage_text(self.journal)
+            say_warning(damage)
+            self.emit("error", where="journal", text=damage)
         self.evaluator = Evaluator(card, make_eval_data(card), self.run_dir)
         if resumed:
             startup.restore(self)

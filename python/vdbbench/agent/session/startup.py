@@ -1,7 +1,7 @@
 """Starting a session and resuming one. A new session builds and measures its start version
 (the first best) and the reference line; a resumed one rebuilds its best from the workspace's
-session branch and the journal, recovering an accepted commit whose decision a crash kept out of
-the journal from the commit's metrics trailer."""
+session branch and the journal, recovering an accepted commit whose decision the journal cannot
+read (a crash kept it out, or its line was damaged since) from the commit's metrics trailer."""
 
 from __future__ import annotations
 
@@ -11,27 +11,54 @@ from vdbbench.agent.core import workspace as wsp
 from vdbbench.agent.evaluation import reference
 from vdbbench.agent.session.node import moved_since_last_segment
 from vdbbench.agent.session.session_api import Best, SessionApi, SessionError
+from vdbbench.common.console import say_warning
 
-__all__ = ["Best", "SessionError", "baseline", "measure_reference", "restore"]
+__all__ = ["Best", "SessionError", "baseline", "check_resumable", "damage_text", "measure_reference", "restore"]
+
+
+def check_resumable(session: SessionApi) -> None:
+    """Refuse, before anything is written, a resume whose journal and workspace disagree: an
+    accepted change the journal can read whose commit is not on the session branch (a journal
+    copied or joined from another run, or the branch moved by hand). Resuming would judge every
+    later submission against a best the journal does not describe."""
+    branch = set(wsp.branch_commits(session.ws))
+    stray = [d for d in session.facts().accepted if isinstance(d.get("commit"), str) and d["commit"] not in branch]
+    if stray:
+        d, head = stray[-1], wsp.head(session.ws)
+        raise SessionError(
+            f"cannot resume {session.run_dir}: its journal says the change of iteration {d.get('iteration')} (commit "
+            f"{d['commit'][:12]}) was accepted, but the workspace's session branch (at {head[:12]}) does not hold it, so "
+            "the journal and the workspace are not of one session (a journal copied or joined from another run, or the "
+            "branch moved by hand). Nothing was written. If the branch was moved, put it back with `git -C "
+            f"{session.ws} update-ref refs/heads/{wsp.SESSION_BRANCH} <the last accepted commit>`; otherwise resume a "
+            "copy of the run whose journal.jsonl and workspace/ come from the same session.")
+
+
+def damage_text(journal) -> str:
+    """One line for the user: what of a damaged journal a resume read past (and kept)."""
+    lines = journal.damaged_lines
+    skipped = f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} skipped)" if lines else ""
+    shown = journal.problems[:5]
+    more = f"; and {len(journal.problems) - 5} more" if len(journal.problems) > 5 else ""
+    return (f"resuming past damage in {journal.path}{skipped}: {'; '.join(shown)}{more}. Every other event was read; "
+            "the file is kept as it is (new events are appended after it).")
 
 
 def restore(session: SessionApi) -> None:
-    """Best = the session branch's head; a commit the journal missed (crash) is recovered."""
-    facts = session.facts()
-    session.journal.iteration = len(facts.decisions)
+    """Best = the session branch's head. Every commit on the branch is an accepted change: one
+    the journal cannot read (a crash between moving the branch and journaling the decision, or
+    the decision's line damaged since) is journaled again from the commit's metrics trailer."""
     head = wsp.head(session.ws)
-    known = {d.get("commit") for d in facts.accepted}
-    if head not in known and head != wsp.start_commit(session.ws):
-        metrics = wsp.commit_metrics(session.ws, head)
-        session.journal.iteration += 1
-        session.emit("error", where="resume", text=f"commit {head[:12]} was accepted but its decision was not journaled (crash); recovered from the commit")
-        session.emit("decision", outcome="accepted", qps=metrics.get("qps"), recall10=metrics.get("recall10"),
-                     best_qps_before=metrics.get("best_qps_before"), best_qps_after=metrics.get("qps"), commit=head,
-                     message=metrics.get("message", ""), reason="recovered from the workspace history after a crash",
-                     diff_stat="")
-        facts = session.facts()
-    if facts.accepted:
-        session.best = Best(head, facts.accepted[-1].get("qps"), facts.accepted[-1].get("recall10"))
+    known = {d.get("commit") for d in session.facts().accepted}
+    recovered = [_recover(session, c) for c in wsp.branch_commits(session.ws) if c not in known]
+    if recovered:
+        say_warning(f"recovered from the session branch, as the journal holds no readable decision for them: "
+                    + ", ".join(recovered))
+    facts = session.facts()
+    session.journal.iteration = facts.submissions
+    accepted = {d.get("commit"): d for d in facts.accepted}
+    if head in accepted:
+        session.best = Best(head, accepted[head].get("qps"), accepted[head].get("recall10"))
     elif facts.baseline_qps is not None:
         session.best = Best(head, facts.baseline_qps, facts.baseline_recall)
     else:
@@ -52,6 +79,31 @@ def restore(session: SessionApi) -> None:
         if report.candidate:
             session.best = Best(session.best.commit, report.candidate.qps, report.candidate.recall10)
     _missing_reference(session)
+
+
+def _recover(session: SessionApi, commit: str) -> str:
+    """Journal the accepted decision of a branch commit the journal cannot read; returns its name."""
+    facts = session.facts()
+    metrics = wsp.commit_metrics(session.ws, commit)
+    it = wsp.commit_iteration(session.ws, commit)
+    if it is None or it > facts.submissions:  # after every decision read: the crash before its line
+        it = it or facts.submissions + 1
+        if session.journal.damaged_lines:
+            why = ("was accepted but its decision cannot be read (a crash before it was journaled, or a damaged "
+                   "line); recovered from the commit")
+        else:
+            why = "was accepted but its decision was not journaled (crash); recovered from the commit"
+        reason = "recovered from the workspace history after a crash"
+    else:  # decisions of later iterations were read: this one's line is damaged
+        why = (f"(iteration {it}) was accepted but its decision's line in the journal is damaged; "
+               "recovered from the commit")
+        reason = "recovered from the workspace history: its decision's journal line was damaged"
+    session.journal.iteration = it
+    session.emit("error", where="resume", text=f"commit {commit[:12]} {why}")
+    session.emit("decision", outcome="accepted", qps=metrics.get("qps"), recall10=metrics.get("recall10"),
+                 best_qps_before=metrics.get("best_qps_before"), best_qps_after=metrics.get("qps"), commit=commit,
+                 message=metrics.get("message", ""), reason=reason, diff_stat="", recovered=True)
+    return f"iteration {it} (commit {commit[:12]})"
 
 
 def _missing_reference(session: SessionApi) -> None:
