@@ -52,7 +52,7 @@ def restore(session: SessionApi) -> None:
     known = {d.get("commit") for d in session.facts().accepted}
     recovered = [_recover(session, c) for c in wsp.branch_commits(session.ws) if c not in known]
     if recovered:
-        say_warning(f"recovered from the session branch, as the journal holds no readable decision for them: "
+        say_warning("recovered from the session branch, as the journal holds no readable decision for them: "
                     + ", ".join(recovered))
     facts = session.facts()
     session.journal.iteration = facts.submissions
