@@ -214,7 +214,7 @@ def check_download(entry_: Entry, source: Source, path: Path) -> None:
     counts. Only the headers are read from HDF5; a tarball is read once, through. Raises
     DatasetError naming the file and each disagreement.
     """
-    from vdbbench.datasets.formats import inspect_ann_hdf5, inspect_texmex_tar
+    from vdbbench.datasets.structure import inspect_ann_hdf5, inspect_texmex_tar
 
     name = entry_.name
     if source.format == "ann-hdf5":
