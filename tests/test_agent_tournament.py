@@ -157,7 +157,7 @@ def test_config_is_checked_with_messages_that_say_what_was_expected(tmp_path):
     assert [s["run_id"] for s in t.sessions()] == ["alpha-r1", "alpha-r2", "beta-r1", "beta-r2"]
     assert t.sessions()[0]["model"]["prices"] == {"prompt": 1.0, "completion": 4.0}
     bad = {
-        'rollouts = 2': ('rollouts = 0', "rollouts must be a whole number >= 1"),
+        'rollouts = 2': ('rollouts = 0', "rollouts must be a whole number from 1"),
         'name = "scripted"\n': ('name = "a b"\n', "plain name"),
         f'task = "{FIXTURE / "task.toml"}"': ('task = "missing.toml"', "does not exist"),
         'iterations = 6': ('iterations = -1', "[budgets]"),

@@ -161,11 +161,15 @@ def _median(values):
     return statistics.median(vals) if vals else None
 
 
+def check_target(target: float) -> None:
+    if not 0 < target <= 10:  # NaN fails too
+        raise ReportError(f"--target must be a fraction of the reference QPS such as 0.95, got {target}")
+
+
 def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, Any]:
     """Rollouts grouped by model, best model first (by median best/reference ratio when every
     model has one, else by median speed-up over the start, else by median best QPS)."""
-    if not 0 < target <= 10:
-        raise ReportError(f"--target must be a fraction of the reference QPS such as 0.95, got {target}")
+    check_target(target)
     rows = [rollout(r, target) for r in find_runs(runs)]
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:

@@ -12,6 +12,7 @@ timing lock (VDBBENCH_TIMING_LOCK, a node-local file), so two evaluations never 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -34,6 +35,10 @@ MANIFEST = "tournament.json"
 # A session that ended for one of these reasons is picked up again by --resume.
 UNFINISHED_REASONS = frozenset({"interrupted", "model_unavailable"})
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Rollouts per model: each is an agent session of hours, so more than this is a typo (and its
+# session list would fill the driver's memory before anything ran).
+MAX_ROLLOUTS = 1000
 
 
 class TournamentError(ValueError):
@@ -81,6 +86,23 @@ class Tournament:
         return out
 
 
+def _count_ok(n: Any) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_ROLLOUTS
+
+
+def _url_ok(url: Any) -> bool:
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url or any(c.isspace() for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def _need(cond: bool, where: str, text: str) -> None:
     if not cond:
         raise TournamentError(f"{where}: {text}")
@@ -95,8 +117,16 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TournamentError(f"tournament config {where} does not exist") from None
+    except IsADirectoryError:
+        raise TournamentError(f"{where} is a folder; give the tournament config file (TOML), "
+                              "e.g. agent/tournaments/example.toml") from None
+    except OSError as exc:
+        raise TournamentError(f"cannot read the tournament config {where}: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise TournamentError(f"{where}: not valid TOML: {exc}") from None
+    unknown_tables = set(data) - {"tournament", "budgets", "models"}
+    _need(not unknown_tables, where, f"unknown top-level keys {sorted(unknown_tables)}; expected [tournament], "
+                                     "[budgets] and [[models]]")
     t = data.get("tournament")
     _need(isinstance(t, dict), where, "needs a [tournament] table (name, task, rollouts)")
     unknown = set(t) - {"name", "task", "rollouts", "runs_dir", "cpus_per_session", "session_retries", "timing_lock", "cargo_seed"}
@@ -114,8 +144,7 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
     except TaskError as exc:
         raise TournamentError(f"{where}: [tournament] task: {exc}") from None
     rollouts = t.get("rollouts", 1)
-    _need(isinstance(rollouts, int) and not isinstance(rollouts, bool) and rollouts >= 1, where,
-          f"[tournament] rollouts must be a whole number >= 1, got {rollouts!r}")
+    _need(_count_ok(rollouts), where, f"[tournament] rollouts must be a whole number from 1 to {MAX_ROLLOUTS}, got {rollouts!r}")
     cpus = t.get("cpus_per_session", 1.0)
     _need(isinstance(cpus, (int, float)) and not isinstance(cpus, bool) and cpus > 0, where,
           f"[tournament] cpus_per_session must be > 0, got {cpus!r}")
@@ -127,7 +156,9 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
     seed = t.get("cargo_seed")
     _need(seed is None or isinstance(seed, str), where, "[tournament] cargo_seed must be a folder (a cargo target folder)")
     seed_path = str((path.parent / seed).resolve()) if seed else None
-    budgets = dict(data.get("budgets", {}))
+    budgets = data.get("budgets", {})
+    _need(isinstance(budgets, dict), where, f"[budgets] must be a table of a task card's budget keys, got {budgets!r}")
+    budgets = dict(budgets)
     try:
         Budgets.merged(None, budgets)
     except ValueError as exc:
@@ -145,11 +176,20 @@ def load_config(path: str | os.PathLike, runs_dir: str | None = None) -> Tournam
             raise TournamentError(f"{at}: unknown keys {sorted(bad)}; expected some of {sorted(known)}")
         _need(isinstance(m.get("name"), str) and m["name"], at, "needs the model's name at the endpoint (name = \"...\")")
         label = m.get("label") or re.sub(r"[^A-Za-z0-9_.-]", "_", m["name"]).strip("._-") or f"model{i + 1}"
-        _need(bool(_LABEL.match(label)), at, f"label must be a plain name (letters, digits, _ . -), got {label!r}")
+        _need(isinstance(label, str) and bool(_LABEL.match(label)), at, f"label must be a plain name (letters, digits, _ . -), got {label!r}")
         entry = ModelEntry(**{**m, "label": label})
         _need(entry.tool_protocol in ("auto", "native", "text"), at, f"tool_protocol must be auto, native or text, got {entry.tool_protocol!r}")
-        _need(entry.rollouts is None or (isinstance(entry.rollouts, int) and entry.rollouts >= 1), at,
-              f"rollouts must be a whole number >= 1, got {entry.rollouts!r}")
+        _need(entry.rollouts is None or _count_ok(entry.rollouts), at,
+              f"rollouts must be a whole number from 1 to {MAX_ROLLOUTS}, got {entry.rollouts!r}")
+        _need(entry.base_url is None or _url_ok(entry.base_url), at,
+              f"base_url must be the http(s) URL of an OpenAI-compatible endpoint, e.g. \"http://host:8000/v1\", got {entry.base_url!r}")
+        _need(isinstance(entry.api_key_env, str) and bool(_ENV_NAME.match(entry.api_key_env)), at,
+              f"api_key_env must be the name of an environment variable, e.g. \"OPENAI_API_KEY\", got {entry.api_key_env!r}")
+        _need(isinstance(entry.timeout_s, (int, float)) and not isinstance(entry.timeout_s, bool)
+              and math.isfinite(entry.timeout_s) and entry.timeout_s > 0, at,
+              f"timeout_s must be seconds > 0 per model request, got {entry.timeout_s!r}")
+        _need(isinstance(entry.max_retries, int) and not isinstance(entry.max_retries, bool) and entry.max_retries >= 0, at,
+              f"max_retries must be a whole number >= 0, got {entry.max_retries!r}")
         if entry.prices is not None:
             _need(isinstance(entry.prices, dict) and set(entry.prices) == {"prompt", "completion"}
                   and all(isinstance(v, (int, float)) and v >= 0 for v in entry.prices.values()), at,
@@ -329,13 +369,21 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
                               "or choose another runs folder")
     if resume and not manifest.exists():
         raise TournamentError(f"nothing to resume: {runs} holds no {MANIFEST} (start the tournament without --resume)")
-    runs.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        shutil.copy2(t.path, runs / "tournament.toml")  # the config as it was, beside the sessions
+    if ray is not None and not ray_address:
+        cpus = num_cpus or os.cpu_count() or 1
+        if t.cpus_per_session > cpus:  # Ray would wait for a node that never comes
+            raise TournamentError(f"cpus_per_session = {t.cpus_per_session:g} in {t.path} is more than the {cpus} CPUs of "
+                                  "the local Ray (--num-cpus): no session could ever start")
     specs = t.sessions()
     status: dict[str, dict] = {s["run_id"]: {"state": session_state(s["run_dir"])} for s in specs}
     todo = [s for s in specs if status[s["run_id"]]["state"] != "finished"]
-    _write_manifest(t, status)
+    try:
+        runs.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            shutil.copy2(t.path, runs / "tournament.toml")  # the config as it was, beside the sessions
+        _write_manifest(t, status)
+    except OSError as exc:
+        raise TournamentError(f"cannot write into the runs folder {runs}: {exc.strerror or exc}") from None
     if not todo:
         say(f"tournament {t.name}: all {len(specs)} sessions have finished already")
         return [{"run_id": s["run_id"], "state": "finished"} for s in specs]

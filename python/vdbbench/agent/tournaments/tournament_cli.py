@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from vdbbench.common.errors import UsageError
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
 
 
 def register_tournament_commands(sub) -> None:
@@ -19,7 +30,7 @@ def register_tournament_commands(sub) -> None:
                                                          "(see agent/tournaments/example.toml)")
     t.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to run on, e.g. ray://head:10001 or head:6379 "
                                                          "(default: start a local Ray with this machine's CPUs)")
-    t.add_argument("--num-cpus", type=int, help="CPUs of the local Ray (default: this machine's)")
+    t.add_argument("--num-cpus", type=_positive_int, help="CPUs of the local Ray (default: this machine's)")
     t.add_argument("--resume", action="store_true", help="carry on a tournament whose driver died: resume every "
                                                          "unfinished session, start those never started")
     t.add_argument("--local", action="store_true", help="no Ray: run the sessions one after another in this process")
@@ -61,10 +72,14 @@ def cmd_leaderboard(args) -> int:
 def cmd_tournament(args) -> int:
     from vdbbench.agent.reports.report import ReportError
     from vdbbench.agent.tournaments import tournament as tmod
-    from vdbbench.agent.tournaments.leaderboard import leaderboard, write_all
+    from vdbbench.agent.tournaments.leaderboard import check_target, leaderboard, write_all
 
     if args.local and args.ray_address:
         raise UsageError("--local and --ray-address exclude each other")
+    try:
+        check_target(args.target)  # before the sessions, not hours later when the leaderboard is written
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
     try:
         t = tmod.load_config(args.config, runs_dir=args.runs_dir)
         results = tmod.run_tournament(t, ray_address=args.ray_address, resume=args.resume, local=args.local,
