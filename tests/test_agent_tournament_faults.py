@@ -113,3 +113,73 @@ def test_more_cpus_per_session_than_the_local_ray_has_is_refused_not_a_hang(cfg,
     cfg.write_text(cfg.read_text().replace("rollouts = 2", "rollouts = 2\ncpus_per_session = 4"))
     err = usage_error(capsys, ["agent", "tournament", str(cfg), "--num-cpus", "2"])
     assert "cpus_per_session = 4" in err and "2 CPUs of the local Ray" in err
+
+
+# -- Ray addresses ----------------------------------------------------------------------------------
+
+class FakeRay:
+    """Stands in for the ray module: records init, and fails it when told to."""
+
+    def __init__(self, fail: Exception | None = None):
+        self.fail = fail
+        self.inits: list[dict] = []
+
+    def init(self, **kwargs):
+        self.inits.append(kwargs)
+        if self.fail is not None:
+            raise self.fail
+
+    def shutdown(self):
+        pass
+
+
+@pytest.mark.parametrize("address,message", [
+    ("127.0.0.1:1", "cannot reach 127.0.0.1:1"),  # nothing listens: ray.init waited for minutes
+    ("ray://127.0.0.1:1", "cannot reach 127.0.0.1:1"),
+    ("head:port", "not a Ray address"),
+    ("a b", "not a Ray address"),
+])
+def test_a_ray_address_that_cannot_be_reached_is_a_usage_error_at_once(cfg, capsys, monkeypatch, address, message):
+    fake = FakeRay(fail=AssertionError("ray.init was called"))
+    monkeypatch.setattr(tmod, "_import_ray", lambda: fake)
+    err = usage_error(capsys, ["agent", "tournament", str(cfg), "--ray-address", address])
+    assert err.startswith("vdbbench agent: error: --ray-address") and message in err
+    assert not fake.inits and not (cfg.parent / "runs").exists()
+
+
+def test_ray_refusing_to_start_or_connect_is_a_usage_error_and_writes_nothing(cfg, capsys, monkeypatch):
+    import socket
+
+    head = socket.create_server(("127.0.0.1", 0))  # something listens, but Ray refuses
+    try:
+        port = head.getsockname()[1]
+        fake = FakeRay(fail=ValueError("Ray Client requires pip package `ray[client]`. If you installed the minimal Ray..."))
+        monkeypatch.setattr(tmod, "_import_ray", lambda: fake)
+        err = usage_error(capsys, ["agent", "tournament", str(cfg), "--ray-address", f"ray://127.0.0.1:{port}"])
+        assert "pip install 'ray[client]'" in err
+        assert not (cfg.parent / "runs").exists()  # so the corrected command needs no --resume
+        fake.fail = ValueError("Invalid address format: x")
+        err = usage_error(capsys, ["agent", "tournament", str(cfg), "--ray-address", f"127.0.0.1:{port}"])
+        assert "Ray could not start or connect: Invalid address format" in err
+        assert not (cfg.parent / "runs").exists()
+    finally:
+        head.close()
+
+
+def test_the_local_ray_is_a_new_one_even_where_a_cluster_runs_on_this_machine():
+    # ray.init() with no address joins a cluster that `ray start` left (or RAY_ADDRESS names) and
+    # then refuses num_cpus: the README's plain command ended in a ValueError traceback there.
+    fake = FakeRay()
+    tmod._ray_init(fake, None, 2, lambda text: None)
+    assert fake.inits == [{"address": "local", "num_cpus": 2, "include_dashboard": False, "log_to_driver": True}]
+
+
+def test_the_ray_extra_brings_the_client_that_ray_addresses_need():
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert any(req.replace(" ", "").startswith("ray[client]") for req in project["optional-dependencies"]["ray"])

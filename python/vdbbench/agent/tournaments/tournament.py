@@ -363,6 +363,10 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
     if ray_address and ray is None:
         raise TournamentError("--ray-address needs Ray: pip install 'vdbbench[ray]' (or '.[ray]' in a checkout)")
     runs = Path(t.runs_dir)
+    if ray_address is not None:
+        problem = _unreachable(ray_address)
+        if problem:
+            raise TournamentError(f"--ray-address {ray_address}: {problem}")
     manifest = runs / MANIFEST
     if manifest.exists() and not resume:
         raise TournamentError(f"{runs} already holds a tournament ({MANIFEST}); pass --resume to carry it on, "
@@ -377,6 +381,21 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
     specs = t.sessions()
     status: dict[str, dict] = {s["run_id"]: {"state": session_state(s["run_dir"])} for s in specs}
     todo = [s for s in specs if status[s["run_id"]]["state"] != "finished"]
+    if ray is not None and todo:
+        # Connect first: a wrong address is said before anything is written (a manifest left by a
+        # start that never ran would make the corrected command ask for --resume).
+        _ray_init(ray, ray_address, num_cpus, say)
+    try:
+        return _drive(t, ray, ray_address, resume, local, status, specs, todo, say)
+    finally:
+        if ray is not None and todo and ray_address is None:
+            ray.shutdown()
+            _drop_targets(specs)
+
+
+def _drive(t: Tournament, ray, ray_address, resume: bool, local: bool, status: dict, specs: list[dict],
+           todo: list[dict], say) -> list[dict]:
+    runs = Path(t.runs_dir)
     try:
         runs.mkdir(parents=True, exist_ok=True)
         if not resume:
@@ -404,28 +423,22 @@ def run_tournament(t: Tournament, *, ray_address: str | None = None, resume: boo
         _drop_targets(specs)
         return results
 
-    _ray_init(ray, ray_address, num_cpus, say)
     task = ray.remote(run_session)
     pending = {task.options(num_cpus=t.cpus_per_session, max_retries=t.session_retries, retry_exceptions=False,
                             runtime_env={"env_vars": _ray_env(s)}).remote(s): s for s in todo}
     for s in todo:
         status[s["run_id"]]["state"] = "running"
     _write_manifest(t, status)
-    try:
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                spec = pending.pop(ref)
-                try:
-                    res = ray.get(ref)
-                except Exception as exc:  # noqa: BLE001 - a session's failure is reported, the others go on
-                    res = {"run_id": spec["run_id"], "error": f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"}
-                results.append(_record(status, spec, res, say))
-                _write_manifest(t, status)
-    finally:
-        if ray_address is None:
-            ray.shutdown()
-            _drop_targets(specs)
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            spec = pending.pop(ref)
+            try:
+                res = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - a session's failure is reported, the others go on
+                res = {"run_id": spec["run_id"], "error": f"{type(exc).__name__}: {str(exc).strip()[-2000:]}"}
+            results.append(_record(status, spec, res, say))
+            _write_manifest(t, status)
     return results
 
 
@@ -457,14 +470,48 @@ def _record(status: dict, spec: dict, res: dict, say) -> dict:
     return {**res, "state": state}
 
 
+def _unreachable(address: str, timeout_s: float = 5.0) -> str | None:
+    """Why the Ray cluster at `address` cannot be reached, or None: a connection is tried for a few
+    seconds, so a wrong host or port is said at once (ray.init waits minutes for a GCS that is not there)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if address in ("auto", "local"):
+        return None
+    client = address.startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    try:
+        parts = urlsplit("//" + rest)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or any(c.isspace() for c in address):
+        return "not a Ray address; expected HOST:PORT of the head (e.g. head:6379) or ray://HOST:PORT (e.g. ray://head:10001)"
+    port = port or (10001 if client else 6379)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"cannot reach {host}:{port} ({exc.strerror or exc}); is the Ray head running there (`ray start --head`)?"
+    return None
+
+
 def _ray_init(ray, address: str | None, num_cpus: int | None, say) -> None:
-    if address:
-        ray.init(address=address, log_to_driver=True)
-        say(f"Ray cluster {address}: {ray.cluster_resources().get('CPU', 0):g} CPUs")
-    else:
-        cpus = num_cpus or os.cpu_count() or 1
-        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=True)
-        say(f"started a local Ray with {cpus} CPUs (give --ray-address to use a cluster)")
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=True)
+            say(f"Ray cluster {address}: {ray.cluster_resources().get('CPU', 0):g} CPUs")
+        else:
+            cpus = num_cpus or os.cpu_count() or 1
+            # "local": a Ray of its own, as documented, even where `ray start` left a cluster on this
+            # machine or RAY_ADDRESS names one (ray.init() would join it and refuse num_cpus).
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=True)
+            say(f"started a local Ray with {cpus} CPUs (give --ray-address to use a cluster)")
+    except (ValueError, ConnectionError, TimeoutError, RuntimeError) as exc:
+        text = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        if "ray[client]" in text:
+            text = "ray:// addresses need Ray Client: pip install 'ray[client]' (or '.[ray]' in a checkout)"
+        where = f"--ray-address {address}" if address else "the local Ray"
+        raise TournamentError(f"{where}: Ray could not start or connect: {text}") from None
 
 
 def session_dirs(t: Tournament) -> list[Path]:
