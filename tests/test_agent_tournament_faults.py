@@ -1,19 +1,17 @@
 """Tournaments under bad input and faults: every mistake in a config or an option is a one-line
 usage error (exit 2) found before any session starts, never a traceback, a hang, or an error hours
-later; a driver that is interrupted or cannot write leaves the runs folder telling the truth; the
-leaderboard names what it is missing. Fast: no session runs here unless said (small fakes instead).
+later; a driver that is interrupted leaves the runs folder telling the truth and says how to carry
+on. Fast: no session runs here unless said (small fakes instead).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from test_agent_tournament import FIXTURE, write_config, write_rollout
-from vdbbench.agent.tournaments import leaderboard as lb
+from test_agent_tournament import FIXTURE, write_config
 from vdbbench.agent.tournaments import tournament as tmod
 from vdbbench.cli import main
 
@@ -183,3 +181,56 @@ def test_the_ray_extra_brings_the_client_that_ray_addresses_need():
         import tomli as tomllib
     project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
     assert any(req.replace(" ", "").startswith("ray[client]") for req in project["optional-dependencies"]["ray"])
+
+
+# -- Ctrl-C of the driver -----------------------------------------------------------------------------
+
+class InterruptedRay(FakeRay):
+    """Sessions submitted as tasks; the driver's wait for them is interrupted (Ctrl-C)."""
+
+    def remote(self, fn):
+        ray = self
+
+        class Task:
+            def options(self, **kwargs):
+                return self
+
+            def remote(self, spec):
+                ray.submitted.append(spec["run_id"])
+                return object()
+
+        self.submitted: list[str] = []
+        return Task()
+
+    def wait(self, refs, num_returns=1):
+        raise KeyboardInterrupt
+
+
+def unfinished_session(run: Path) -> None:
+    """A session killed in its first evaluation: a journal without its end."""
+    from test_agent_long_journal import JournalBuilder
+
+    j = JournalBuilder()
+    j.add("session_start", task={"path": "t.toml", "card": {"name": "fixture"}}, model="scripted-alpha", base_url=None,
+          config={}, resumed=False, node={"hostname": "h", "cpu_model": "c", "cpus": 2})
+    j.write(run)
+
+
+def test_ctrl_c_of_the_driver_leaves_a_manifest_that_tells_the_truth_and_says_how_to_carry_on(cfg, tmp_path, capsys, monkeypatch):
+    other = tmp_path / "elsewhere"  # not the config's runs folder
+    fake = InterruptedRay()
+    monkeypatch.setattr(tmod, "_import_ray", lambda: fake)
+
+    def wait(refs, num_returns=1):  # alpha-r1 had journaled its start when Ctrl-C came
+        unfinished_session(other / "alpha-r1")
+        raise KeyboardInterrupt
+
+    fake.wait = wait
+    assert main(["agent", "tournament", str(cfg), "--num-cpus", "2", "--runs-dir", str(other)]) == 130
+    err = capsys.readouterr().err
+    assert fake.submitted == ["alpha-r1", "alpha-r2", "beta-r1", "beta-r2"]
+    states = {s["run_id"]: s["state"] for s in json.loads((other / "tournament.json").read_text())["sessions"]}
+    assert states == {"alpha-r1": "unfinished", "alpha-r2": "new", "beta-r1": "new", "beta-r2": "new"}  # not "running"
+    assert "interrupted: 4 of 4 sessions have not finished" in err
+    # The command to carry on names the same runs folder (without it --resume looked in the default one).
+    assert f"vdbbench agent tournament {cfg} --runs-dir {other} --num-cpus 2 --resume" in err

@@ -413,6 +413,24 @@ def _drive(t: Tournament, ray, ray_address, resume: bool, local: bool, status: d
     say(f"tournament {t.name}: {len(todo)} of {len(specs)} sessions to run ({kinds['new']} new, "
         f"{kinds['unfinished']} to resume) in {runs}")
 
+    try:
+        return _run_sessions(t, ray, local, status, specs, todo, say)
+    except KeyboardInterrupt:
+        # The manifest said "running" (or "new") of sessions that no longer run: say what each
+        # journal holds now, so the folder tells the truth and --resume picks them up.
+        for s in todo:
+            status[s["run_id"]]["state"] = session_state(s["run_dir"])
+        try:
+            _write_manifest(t, status)
+        except OSError:
+            pass
+        left = sum(status[s["run_id"]]["state"] != "finished" for s in specs)
+        say(f"tournament {t.name} interrupted: {left} of {len(specs)} sessions have not finished; what they "
+            "journaled is kept and --resume carries them on")
+        raise
+
+
+def _run_sessions(t: Tournament, ray, local: bool, status: dict, specs: list[dict], todo: list[dict], say) -> list[dict]:
     results: list[dict] = []
     if ray is None:
         say("Ray is not " + ("used (--local)" if local else "installed (pip install '.[ray]')")

@@ -69,6 +69,20 @@ def cmd_leaderboard(args) -> int:
     return 0
 
 
+def resume_command(args) -> str:
+    """The command that carries this tournament on: the same config, runs folder and cluster."""
+    import shlex
+
+    words = ["vdbbench", "agent", "tournament", args.config]
+    for flag, value in (("--runs-dir", args.runs_dir), ("--ray-address", args.ray_address),
+                        ("--num-cpus", args.num_cpus)):
+        if value is not None:
+            words += [flag, str(value)]
+    words += ["--local"] if args.local else []
+    words += ["--target", f"{args.target:g}"] if args.target != 0.95 else []
+    return shlex.join(words + ["--resume"])
+
+
 def cmd_tournament(args) -> int:
     from vdbbench.agent.reports.report import ReportError
     from vdbbench.agent.tournaments import tournament as tmod
@@ -86,6 +100,9 @@ def cmd_tournament(args) -> int:
                                       num_cpus=args.num_cpus)
     except tmod.TournamentError as exc:
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        print(f"to carry it on: {resume_command(args)}", file=sys.stderr)
+        raise
     runs = Path(t.runs_dir)
     done = tmod.session_dirs(t)
     if not done:
@@ -100,6 +117,6 @@ def cmd_tournament(args) -> int:
     sys.stdout.write(text)
     failed = [r for r in results if r.get("error") or r.get("state") != "finished"]
     print(f"leaderboard: {runs / 'leaderboard.md'} (JSON beside it, staircases in leaderboard.png)"
-          + (f"; {len(failed)} session(s) did not finish: `vdbbench agent tournament {args.config} --resume`" if failed else ""),
+          + (f"; {len(failed)} session(s) did not finish: `{resume_command(args)}`" if failed else ""),
           file=sys.stderr)
     return 1 if failed else 0
