@@ -82,11 +82,22 @@ fn u8_as_f32(v: &[u8]) -> Vec<f32> {
 }
 
 #[test]
+#[cfg(target_arch = "x86_64")]
 fn there_is_something_to_test_on_x86_64() {
-    if cfg!(target_arch = "x86_64") && std::is_x86_feature_detected!("avx2") {
+    if std::is_x86_feature_detected!("avx2") {
         assert!(available_tables()
             .iter()
             .any(|k| k.level == SimdLevel::Avx2));
+    }
+}
+
+#[test]
+#[cfg(target_arch = "aarch64")]
+fn there_is_something_to_test_on_aarch64() {
+    if std::arch::is_aarch64_feature_detected!("neon") {
+        assert!(available_tables()
+            .iter()
+            .any(|k| k.level == SimdLevel::Neon));
     }
 }
 
@@ -594,9 +605,30 @@ fn env_probe() {
     );
 }
 
+/// The runner cargo was told to run this target's binaries with
+/// (`CARGO_TARGET_<TRIPLE>_RUNNER`, e.g. `qemu-aarch64 -L /`), when the test process has it:
+/// the probe, a child of the test, needs it too.
+fn runner() -> Vec<String> {
+    let arch = std::env::consts::ARCH.to_uppercase();
+    std::env::vars()
+        .find(|(k, _)| {
+            k.starts_with("CARGO_TARGET_") && k.ends_with("_RUNNER") && k.contains(&arch)
+        })
+        .map(|(_, v)| v.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
+}
+
 fn probe(env: &str) -> (String, String) {
     let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new(exe)
+    let mut cmd = match runner().split_first() {
+        Some((prog, args)) => {
+            let mut c = std::process::Command::new(prog);
+            c.args(args).arg(exe);
+            c
+        }
+        None => std::process::Command::new(exe),
+    };
+    let out = cmd
         .args([
             "env_probe",
             "--exact",

@@ -206,7 +206,8 @@ pub static SCALAR: Kernels = Kernels {
 };
 
 /// sum(q^2) of a u8 code vector, modulo 2^32: the query's term of the rewritten l2
-/// (`Kernels::l2_u8_batch_pre`), computed once per query by the SIMD tables.
+/// (`Kernels::l2_u8_batch_pre`), computed once per query by the x86 SIMD tables.
+#[cfg(target_arch = "x86_64")]
 #[inline]
 pub(crate) fn sq_norm(q: &[u8]) -> u32 {
     q.iter()

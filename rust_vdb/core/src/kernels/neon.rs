@@ -1,9 +1,9 @@
-//! NEON kernels (aarch64), the `Neon` table. UNTESTED: written for aarch64 but never compiled
-//! or run on one (this project's machines are x86_64 and have no aarch64 target installed);
-//! the parity tests cover it automatically once they run on an aarch64 machine.
+//! NEON kernels (aarch64), the `Neon` table. Parity-tested against the scalar twins under
+//! qemu-user emulation (`tests/aarch64-qemu.sh`); never run or timed on aarch64 hardware.
 //!
 //! Kept minimal on purpose: f32 l2/dot and u8 l2 (and their batches) use NEON; the f16 and
-//! f32-u8 kernels and the conversions reuse the scalar twins until they can be tested.
+//! f32-u8 kernels, the prescore's batch and tile kernels and the conversions are the scalar
+//! twins, so an aarch64 machine runs correct but unoptimized code for most of a search.
 
 use super::{scalar, Kernels, SimdLevel};
 use std::arch::aarch64::*;

@@ -212,14 +212,14 @@ pub fn dot_f32_u8_batch(q: &[f32], rows: &[u8], out: &mut [f32]) {
 }
 
 pub fn f32_to_f16(src: &[f32], dst: &mut [f16]) {
-    debug_assert_eq!(src.len(), dst.len());
+    assert_eq!(src.len(), dst.len(), "conversion operands differ in length");
     for (d, s) in dst.iter_mut().zip(src) {
         *d = f16::from_f32(*s);
     }
 }
 
 pub fn f16_to_f32(src: &[f16], dst: &mut [f32]) {
-    debug_assert_eq!(src.len(), dst.len());
+    assert_eq!(src.len(), dst.len(), "conversion operands differ in length");
     for (d, s) in dst.iter_mut().zip(src) {
         *d = s.to_f32();
     }
