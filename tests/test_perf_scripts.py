@@ -310,3 +310,26 @@ def test_judge_quality_engine_edits_apply_to_the_engine_at_head():
     assert slow.index(jq.ENGINE_ANCHOR) < slow.index("EXTRA_PERCENT / 100")
     edits = {jq.engine_no_effect(fast, i) for i in range(4)}
     assert len(edits) == 4 and fast not in edits and all("EXTRA_PERCENT" not in e for e in edits)
+
+
+def test_simd_levels_prints_each_level_against_the_first(env, profiled, tmp_path):
+    import vdbbench as vb
+
+    index, _ = profiled
+    levels = list(reversed(vb.available_simd_levels()))  # best first, scalar last
+    out = tmp_path / "levels.json"
+    proc = run(env, "perf/simd_levels.py", DATASET, str(index), "16", "--queries", "200", "--rounds", "2",
+               "--reorder", "50", "--json", str(out))
+    assert "same ids at every level" in proc.stdout and "nprobe 16, reorder 50," in proc.stdout
+    figures = json.loads(out.read_text())
+    assert list(figures["levels"]) == levels and figures["levels"][levels[0]]["ratio"] == 1.0
+    assert 0.5 < figures["recall10"] <= 1.0
+    for lv in levels:
+        f = figures["levels"][lv]
+        assert re.search(rf"^{lv} +[\d,]+ QPS", proc.stdout, re.M) and f["qps"] > 0
+        assert f["ratio_min"] <= f["ratio"] <= f["ratio_max"]
+    single = run(env, "perf/simd_levels.py", DATASET, str(index), "16", "--queries", "20", "--rounds", "1",
+                 "--mode", "single", "--levels", "scalar").stdout
+    assert "single of 20 queries @ 1t" in single
+    refused = run(env, "perf/simd_levels.py", DATASET, str(index), "16", "--levels", "sse9", ok=(1,))
+    assert "not sse9" in refused.stderr
