@@ -13,8 +13,10 @@ import pytest
 from vdbbench.agent.core.journal import read_events
 from vdbbench.agent.core.task import load_task
 from vdbbench.agent.reports import report, report_plots
+from vdbbench.agent.session import loop
 from vdbbench.agent.session.compaction import chars_tokens
 from vdbbench.agent.session.loop import Session
+from vdbbench.agent.session.machine import Machine
 from vdbbench.agent.session.model import ScriptedModel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,12 +142,22 @@ def fixture_repo(tmp_path_factory) -> Path:
     return repo
 
 
+# The machine the task text describes, the same on every host: its SIMD list is part of the
+# system prompt, and the 3000-token window is tight (on a CPU listing 18 SIMD flags instead of 7,
+# the compacted summary had ~60 tokens less room and dropped its dead ends).
+HOST = Machine(cpu="AMD EPYC", arch="x86_64", cores=2, physical_cores=2,
+               simd=["sse4_1", "sse4_2", "avx", "f16c", "fma", "bmi2", "avx2"],
+               caches=["L1d 32 KiB per core", "L2 512 KiB per core", "L3 32 MiB shared by CPUs 0-1"])
+
+
 @pytest.fixture(scope="module")
 def long_run(fixture_repo, tmp_path_factory):
     """Run the session to its first budget stop, resume with a raised budget, run to the end."""
     target = Path(os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or REPO / "target" / "agent-fixture")
     old = os.environ.get("VDBBENCH_AGENT_TARGET_DIR")
     os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(target)
+    pinned = pytest.MonkeyPatch()
+    pinned.setattr(loop, "machine", lambda: HOST)
     try:
         card = load_task(fixture_repo / "task.toml")
         runs = tmp_path_factory.mktemp("runs")
@@ -157,6 +169,7 @@ def long_run(fixture_repo, tmp_path_factory):
         resumed = Session.resume(run_dir, second, budget_overrides={"iterations": 40})
         end2 = resumed.run()
     finally:
+        pinned.undo()
         if old is None:
             os.environ.pop("VDBBENCH_AGENT_TARGET_DIR", None)
         else:
