@@ -18,7 +18,7 @@ if [ ${#need[@]} -gt 0 ]; then
     echo "+ apt-get install ${need[*]}"
     dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
     $sudo apt-get update -qq
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # The arm64 C library (-L /), not the cross one under /usr/aarch64-linux-gnu: with bookworm's
 # libc6-arm64-cross, every new thread hangs under qemu-user (7.2 and 10.0 alike).
