@@ -824,7 +824,7 @@ fn u8_tile_below_equals_each_query_alone() {
     for k in tables {
         for &dim in &dims {
             for nrows in [0usize, 1, 3, 4, 5, 7, 16, 33, 130] {
-                for nq in [0usize, 1, 2, 5, 6, 15, 16] {
+                for nq in [0usize, 1, 2, 5, 6, 8, 9, 15, 16] {
                     let qs = rng.u8s(nq * dim);
                     let mut rows = rng.u8s(dim * nrows);
                     if nrows > 3 && nq > 0 {
