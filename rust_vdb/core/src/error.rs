@@ -45,8 +45,9 @@ pub fn never_interrupt() -> Result<()> {
     Ok(())
 }
 
-/// Queries a search runs between two interrupt checks.
-pub(crate) const INTERRUPT_EVERY: usize = 1024;
+/// Queries a search runs between two interrupt checks, per thread: a batch block's size
+/// (`ivf::search`'s SCAN_BLOCK) at most, tens of milliseconds of work.
+pub(crate) const INTERRUPT_EVERY: usize = 2048;
 
 /// Runs `f` on the queries `per` at a time (`INTERRUPT_EVERY` per thread), each chunk with its rows of the
 /// distance and id outputs (`k` per query), checking `interrupt` between chunks only: a call
