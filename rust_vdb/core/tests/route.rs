@@ -3,12 +3,12 @@
 
 use half::f16;
 use vdb_core::error::never_interrupt;
-use vdb_core::kernels::{available_tables, kernels};
+use vdb_core::kernels::{available_tables, kernels, Kernels};
 use vdb_core::kmeans::{kmeans, row_norms, KMeansParams};
 use vdb_core::quant::Sq8;
 use vdb_core::rng::Rng;
 use vdb_core::route::{
-    keep_best, keep_smallest, key_pair, pair_key, RouteBufs, SuperRouting, MIN_NLIST,
+    keep_best, keep_smallest, key_pair, pair_key, RouteBufs, SuperRouting, GROUP_BLOCK, MIN_NLIST,
 };
 use vdb_core::Metric;
 
@@ -206,6 +206,49 @@ fn integer_routing_picks_the_lists_of_f16_routing() {
                         assert_eq!(l, alone, "{} tile {t} query {j} nprobe {nprobe}", kern.name);
                     }
                 }
+                // A block routed group by group (more queries than one `GROUP_BLOCK`; groups
+                // scored in tiles from 1, 4 or 17 queries on, the rest query by query) probes
+                // the same lists as each query alone.
+                let block: Vec<f32> = x
+                    .chunks_exact(dim)
+                    .step_by(29)
+                    .take(GROUP_BLOCK + 45)
+                    .flatten()
+                    .copied()
+                    .collect();
+                for tile_min in [1usize, 4, 17] {
+                    let tk = Kernels {
+                        route_tile_min: tile_min,
+                        ..*kern
+                    };
+                    assert!(u8_route.groups_tile(&tk, false, tile_min));
+                    let mut seen = Vec::new();
+                    u8_route.route_groups(
+                        &tk,
+                        &block,
+                        nprobe,
+                        want,
+                        &mut b,
+                        &mut got,
+                        |j, o, r| {
+                            let lists: Vec<u32> = o.iter().map(|x| x.1).collect();
+                            seen.push((j, lists, r.scored));
+                        },
+                    );
+                    assert_eq!(seen.len(), block.len() / dim);
+                    for (i, (j, l, scored)) in seen.into_iter().enumerate() {
+                        assert_eq!(i, j, "queries come in order");
+                        let q = &block[j * dim..(j + 1) * dim];
+                        let r = u8_route.route(kern, q, nprobe, want, false, &mut b, &mut got);
+                        let alone: Vec<u32> = got.iter().map(|x| x.1).collect();
+                        let at = format!(
+                            "{} tile_min {tile_min} query {j} nprobe {nprobe}",
+                            kern.name
+                        );
+                        assert_eq!(l, alone, "{at}");
+                        assert_eq!(scored, r.scored, "{at}");
+                    }
+                }
             }
         }
     }
@@ -286,17 +329,28 @@ fn keep_smallest_keeps_the_same_set_as_a_full_selection() {
 #[test]
 fn a_probe_ratio_keeps_the_lists_within_it_and_never_fewer_than_the_floor() {
     use vdb_core::probe_ratio::{min_probe, within_ratio};
-    assert_eq!((min_probe(1), min_probe(4), min_probe(48), min_probe(49)), (1, 1, 12, 13));
+    assert_eq!(
+        (min_probe(1), min_probe(4), min_probe(48), min_probe(49)),
+        (1, 1, 12, 13)
+    );
     // l2: scores are ||c||^2 - 2 <q, c>; with ||q||^2 = 4 the squared distances are 1, 2, 4, 9.
     let q = [2.0f32, 0.0];
     let order = [(-3.0, 7), (-2.0, 1), (0.0, 5), (5.0, 2)];
     assert_eq!(within_ratio(&order, &q, false, 0.0, 1), 4, "off");
     assert_eq!(within_ratio(&order, &q, false, 1.0, 1), 1);
-    assert_eq!(within_ratio(&order, &q, false, 1.5, 1), 2, "a ratio of distances, not squared ones");
+    assert_eq!(
+        within_ratio(&order, &q, false, 1.5, 1),
+        2,
+        "a ratio of distances, not squared ones"
+    );
     assert_eq!(within_ratio(&order, &q, false, 2.0, 1), 3);
     assert_eq!(within_ratio(&order, &q, false, 2.0, 4), 4, "the floor");
     assert_eq!(within_ratio(&order, &q, false, 1e9, 1), 4);
-    assert_eq!(within_ratio(&order[..2], &q, false, 1.0, 3), 2, "a floor above nprobe");
+    assert_eq!(
+        within_ratio(&order[..2], &q, false, 1.0, 3),
+        2,
+        "a floor above nprobe"
+    );
     // cosine: scores are -<q, c> of unit vectors, squared distances 2 + 2 * score: 0.5, 1, 2.
     let order = [(-0.75, 0), (-0.5, 1), (0.0, 2)];
     assert_eq!(within_ratio(&order, &[1.0, 0.0], true, 1.5, 1), 2);

@@ -283,6 +283,24 @@ impl IvfIndex {
                         },
                     );
                 }
+            } else if r.groups_tile(kern, sim, m) {
+                // Each group's centroids scored once for the queries that open it (VNNI).
+                let (probes, seen, qblock) = (&mut s.probes, &mut *stats, &s.qblock);
+                r.route_groups(
+                    kern,
+                    qblock,
+                    nprobe,
+                    want,
+                    &mut s.route,
+                    &mut s.order,
+                    |qi, lists, done| {
+                        seen.centroids_scored += done.scored as u64;
+                        seen.bytes_scanned += done.bytes as u64;
+                        let q = &qblock[qi * dim..(qi + 1) * dim];
+                        let n = probe_ratio::within_ratio(lists, q, sim, ratio, min_probe);
+                        probes.extend(lists[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
+                    },
+                );
             } else {
                 for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
                     let done = r.route(kern, q, nprobe, want, sim, &mut s.route, &mut s.order);

@@ -43,6 +43,7 @@ pub static AVX2: Kernels = Kernels {
     tile_min_queries: 4,
     l2_u8_tile_all,
     tile_all_fast: false,
+    route_tile_min: usize::MAX,
     argmin_score,
     fs_below,
     fs_below_many,

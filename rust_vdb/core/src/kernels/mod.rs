@@ -153,6 +153,10 @@ pub struct Kernels {
     /// take one by one (`l2_u8_batch_pre`): batch routing then scores every centroid for a
     /// tile rather than each query's candidates on their own.
     pub tile_all_fast: bool,
+    /// From how many queries of a block that open the same group of centroids batch routing
+    /// scores the group for them as tiles (`l2_u8_tile_all`) rather than query by query
+    /// (`l2_u8_batch_pre`); `usize::MAX` where the tile kernel is that loop itself.
+    pub route_tile_min: usize,
     /// Nearest centroid from its inner products: `(j, score)` of the first smallest score,
     /// -dots[j] (`ip`) or norms[j] - 2 dots[j]. Exact: every level returns the scalar answer.
     pub argmin_score: ArgminScore,
@@ -199,6 +203,7 @@ pub static SCALAR: Kernels = Kernels {
     tile_min_queries: usize::MAX,
     l2_u8_tile_all: scalar::l2_u8_tile_all,
     tile_all_fast: false,
+    route_tile_min: usize::MAX,
     argmin_score: scalar::argmin_score,
     fs_below: scalar::fs_below,
     fs_below_many: scalar::fs_below_many,

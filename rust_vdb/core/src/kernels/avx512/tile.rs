@@ -22,6 +22,7 @@ const _: () = assert!(TILE_MAX_GROUPS.is_multiple_of(16));
 
 /// Rows the tile kernel scores at once, one accumulator each.
 const TILE_ROWS: usize = 8;
+const _: () = assert!(2 * TILE_ROWS == 16);
 /// The same for tiles of up to eight queries (256-bit accumulators).
 const TILE_ROWS8: usize = 8;
 /// Rows ahead of the current ones that the VNNI tile loop asks for.
@@ -413,10 +414,78 @@ pub(super) fn l2_u8_tile_below_amx(
     }
 }
 
-/// `l2_u8_tile_all` on VNNI: each query of the tile through `l2_u8_batch_pre_vnni` (the
-/// table's batch routing scores each query's candidates alone instead: `tile_all_fast` is off).
+/// `l2_u8_tile_all` on VNNI: the tile's transposed queries against eight rows at a time
+/// (`tile_rows`), each block of sixteen rows' distance vectors (one lane per query) transposed
+/// and stored as sixteen runs of one query's distances; queries wider than the tile kernel
+/// takes through `l2_u8_batch_pre_vnni` one at a time.
 pub(super) fn l2_u8_tile_all_vnni(qs: &[u8], rows: &[u8], terms: &[i32], out: &mut [u32]) {
-    crate::kernels::tile_all_via(super::l2_u8_batch_pre_vnni, qs, rows, terms, out)
+    let (nq, dim) = crate::kernels::check_tile_all(qs.len(), rows.len(), terms.len(), out.len());
+    if nq == 0 || dim == 0 || dim.div_ceil(4) > TILE_MAX_GROUPS {
+        return crate::kernels::tile_all_via(super::l2_u8_batch_pre_vnni, qs, rows, terms, out);
+    }
+    // SAFETY: lengths checked above (qs = nq x dim with 1 <= nq <= 16, rows = dim x terms, out
+    // holds nq x terms values); dim.div_ceil(4) <= TILE_MAX_GROUPS, so the transposed queries
+    // fit their buffer; AVX512_VNNI is only handed out after is_x86_feature_detected!
+    // confirmed avx512f/bw/vl and avx512vnni.
+    unsafe { l2_u8_tile_all_vnni_impl(qs, nq, dim, rows, terms, out) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn l2_u8_tile_all_vnni_impl(
+    qs: &[u8],
+    nq: usize,
+    dim: usize,
+    rows: &[u8],
+    terms: &[i32],
+    out: &mut [u32],
+) {
+    let n = terms.len();
+    let groups = dim.div_ceil(4);
+    let mut qt_buf = [std::mem::MaybeUninit::<__m512i>::uninit(); TILE_MAX_GROUPS];
+    transpose_queries(qs, nq, dim, qt_buf.as_mut_ptr() as *mut __m512i);
+    // SAFETY: `transpose_queries` wrote the first 16 * dim.div_ceil(64) >= groups entries.
+    let qt = std::slice::from_raw_parts(qt_buf.as_ptr() as *const __m512i, groups);
+    let mut qn = [0u32; 16];
+    for j in 0..nq {
+        qn[j] = sq_norm(&qs[j * dim..(j + 1) * dim]);
+    }
+    let qn_v = _mm512_loadu_si512(qn.as_ptr() as _);
+    let dist = |row: usize, acc: __m512i| {
+        let t = _mm512_set1_epi32(terms[row]);
+        _mm512_sub_epi32(_mm512_add_epi32(qn_v, t), _mm512_slli_epi32::<1>(acc))
+    };
+    let rows = Rows {
+        head: rows,
+        h: dim,
+        tail: &[],
+        t: 0,
+    };
+    let o = out.as_mut_ptr();
+    let mut r = 0;
+    while r + 16 <= n {
+        let a = tile_rows::<TILE_ROWS>(qt, rows, r);
+        let b = tile_rows::<TILE_ROWS>(qt, rows, r + TILE_ROWS);
+        let mut block = [_mm512_setzero_si512(); 16];
+        for k in 0..TILE_ROWS {
+            block[k] = dist(r + k, a[k]);
+            block[TILE_ROWS + k] = dist(r + TILE_ROWS + k, b[k]);
+        }
+        // lane j of block[k] is query j's distance to row r + k; after the transpose lane k of
+        // block[j] is
+        transpose16(&mut block);
+        for (j, v) in block[..nq].iter().enumerate() {
+            _mm512_storeu_si512(o.add(j * n + r) as _, *v);
+        }
+        r += 16;
+    }
+    for row in r..n {
+        let [a] = tile_rows::<1>(qt, rows, row);
+        let mut dv = [0u32; 16];
+        _mm512_storeu_si512(dv.as_mut_ptr() as _, dist(row, a));
+        for (j, &d) in dv[..nq].iter().enumerate() {
+            out[j * n + row] = d;
+        }
+    }
 }
 
 /// `l2_u8_tile_all` with the rows scored sixteen at a time by AMX (`amx_rows`), for widths that
