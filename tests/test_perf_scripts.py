@@ -204,6 +204,8 @@ def test_ab_many_compares_builds_on_one_index(env, profiled, mode, threads, reor
     assert head in proc.stdout and "(ids identical)" in proc.stdout
     ratio = re.search(r"^b +QPS +[\d,]+ +/a (\d+\.\d{3}) \[", proc.stdout, re.M)
     assert ratio and 0.3 < float(ratio.group(1)) < 3  # the same build against itself
+    fastest = re.search(r"^b +fastest pass: QPS +[\d,]+ +/a (\d+\.\d{3}) +routing +\d+\.\d\d ", proc.stdout, re.M)
+    assert fastest and 0.3 < float(fastest.group(1)) < 3, proc.stdout
 
 
 def test_load_single_prints_the_ratio_beside_each_neighbour(env, profiled, tmp_path):
