@@ -4,8 +4,10 @@ the caller and a helper thread) against threads=1, beside nothing, 1, 2 and 4 bu
 a multi-threaded neighbour (faiss exact search on every core, as a ground-truth job runs). Each
 neighbour's rounds run the same queries at both settings, which take turns every few queries;
 the ratio is the median over rounds of QPS(default) / QPS(threads=1), with p50 / p99 latency of
-each, and the trimmed ratio the same over all calls less each setting's slowest 2% (the calls
-the scheduler preempted, which land on either setting by chance). Exit 1 when a trimmed ratio
+each, the trimmed ratio the same over all calls less each setting's slowest 2% (the calls
+the scheduler preempted, which land on either setting by chance), and the share of calls at
+the default threads that shared their scan with a helper (where none did, both settings ran
+the same code and the ratio is the scheduler's doing). Exit 1 when a trimmed ratio
 is under --min-ratio (default 0.9): sharing a query must never cost much on a busy machine.
 
 Usage:
@@ -82,13 +84,16 @@ def stop(procs: list[subprocess.Popen]) -> None:
 TRIM = 0.02  # the share of each setting's slowest calls `ratio_trimmed` leaves out
 
 
-def one_block(idx, q: np.ndarray, nprobe, threads, reorder=None, probe_ratio=None) -> list[float]:
-    """Seconds of each call, one query per call."""
+def one_block(idx, q: np.ndarray, nprobe, threads, reorder=None, probe_ratio=None, shared=None) -> list[float]:
+    """Seconds of each call, one query per call; with `shared` (a list), whether each call's scan
+    was shared with a helper thread is appended to it (read after the clock stops)."""
     out = []
     for i in range(len(q)):
         t = time.perf_counter()
         idx.search(q[i:i + 1], k=10, nprobe=nprobe, threads=threads, reorder=reorder, probe_ratio=probe_ratio)
         out.append(time.perf_counter() - t)
+        if shared is not None:
+            shared.append(idx.last_search_stats()["threads"] > 1)
     return out
 
 
@@ -98,6 +103,8 @@ def measure(idx, q: np.ndarray, nprobe, rounds: int, block: int, reorder=None, p
     fast a stretch of queries runs, so turns that long or shorter give both settings the same
     luck; a round's ratio is its total QPS at one setting over the other's."""
     lat = {"default": [], "1": []}
+    # whether each call shared its scan (both settings read the stats, so both pay for it)
+    shared = {"default": [], "1": []}
     ratios = []
     one_block(idx, q[:50], nprobe, None, reorder, probe_ratio)
     one_block(idx, q[:50], nprobe, 1, reorder, probe_ratio)
@@ -106,7 +113,8 @@ def measure(idx, q: np.ndarray, nprobe, rounds: int, block: int, reorder=None, p
         for b, lo in enumerate(range(0, len(q), block)):
             order = ("default", "1") if (r + b) % 2 == 0 else ("1", "default")
             for name in order:
-                t = one_block(idx, q[lo:lo + block], nprobe, None if name == "default" else 1, reorder, probe_ratio)
+                t = one_block(idx, q[lo:lo + block], nprobe, None if name == "default" else 1, reorder,
+                              probe_ratio, shared[name])
                 lat[name] += t
                 spent[name] += sum(t)
         ratios.append(spent["1"] / spent["default"])
@@ -118,6 +126,9 @@ def measure(idx, q: np.ndarray, nprobe, rounds: int, block: int, reorder=None, p
     # (a helper waking late, a shared scan waiting on a busy core) slows most of its calls.
     keep = {name: np.sort(np.array(t))[: max(1, int(len(t) * (1 - TRIM)))] for name, t in lat.items()}
     res["ratio_trimmed"] = float(keep["1"].mean() / keep["default"].mean())
+    # Calls at the default threads that shared their scan: where none did, the two settings ran
+    # the same code and their ratio is the scheduler's luck alone.
+    res["shared_default"] = float(np.mean(shared["default"]))
     for name, t in lat.items():
         a = np.array(t) * 1e3
         res[f"qps_{name}"] = len(a) / (a.sum() / 1e3)
@@ -173,7 +184,8 @@ def main() -> int:
         print(f"{kind:6s} default/1t {r['ratio']:.2f} [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]  "
               f"trimmed {r['ratio_trimmed']:.2f}  "
               f"QPS {r['qps_default']:8,.0f} / {r['qps_1']:8,.0f}  "
-              f"p99 {r['p99_ms_default']:.2f} / {r['p99_ms_1']:.2f} ms", flush=True)
+              f"p99 {r['p99_ms_default']:.2f} / {r['p99_ms_1']:.2f} ms  "
+              f"shared {r['shared_default']:4.0%}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"dataset": ds.name, "simd": vb.simd_level(), "cores": os.cpu_count(),

@@ -216,12 +216,12 @@ def test_load_single_prints_the_ratio_beside_each_neighbour(env, profiled, tmp_p
     proc = run(env, "load_single.py", "--dataset", DATASET, "--index", str(index), "--nprobe", "16",
                "--queries", "40", "--rounds", "2", "--neighbours", "none,busy1", "--min-ratio", "0",
                "--json", str(out))
-    assert re.search(r"^busy1 +default/1t \d+\.\d\d \[.*\] +trimmed \d+\.\d\d ", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^busy1 +default/1t \d+\.\d\d \[.*\] +trimmed \d+\.\d\d .* shared +\d+%$", proc.stdout, re.M), proc.stdout
     figures = json.loads(out.read_text())
     assert set(figures["neighbours"]) == {"none", "busy1"} and figures["queries"] == 40
     for r in figures["neighbours"].values():
         assert r["qps_default"] > 0 and r["qps_1"] > 0 and r["ratio_min"] <= r["ratio"] <= r["ratio_max"]
-        assert r["ratio_trimmed"] > 0
+        assert r["ratio_trimmed"] > 0 and 0 <= r["shared_default"] <= 1
     # an impossible floor is reported and fails the command (here through the prefilter)
     low = run(env, "load_single.py", "--dataset", DATASET, "--index", str(index), "--queries", "20",
               "--rounds", "1", "--neighbours", "none", "--min-ratio", "100", "--reorder", "50",
