@@ -27,7 +27,10 @@ class _Handler(BaseHTTPRequestHandler):
     answer the next requests with scripted statuses (server.script: [(status, headers)], or
     server.after_drop: the same, from the request after a drop), send no
     Content-Length and stop after server.cut bytes, or send half the body, then wait for
-    server.hold (an Event) before the rest."""
+    server.hold (an Event) before the rest. Sends server.etag / server.modified as ETag /
+    Last-Modified when set, and honours Range only when an If-Range matches a strong one of them
+    (else the whole file, status 200); server.on_drop() runs at each drop, before the client can
+    ask again (to change the file, say). server.if_ranges records each request's If-Range."""
 
     def log_message(self, *args):  # keep pytest output clean
         pass
@@ -35,6 +38,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         srv = self.server
         srv.requests.append((self.path, self.headers.get("Range")))
+        srv.if_ranges.append(self.headers.get("If-Range"))
         if srv.script:
             status, headers = srv.script.pop(0)
             self.send_response(status)
@@ -51,8 +55,9 @@ class _Handler(BaseHTTPRequestHandler):
         if srv.corrupt:
             data = bytes(b ^ 0x5A for b in data)
         start = 0
-        rng = self.headers.get("Range")
-        if rng and srv.ranges:
+        rng, if_range = self.headers.get("Range"), self.headers.get("If-Range")
+        strong = [v for v in (srv.etag, srv.modified) if v and not v.startswith("W/")]
+        if rng and srv.ranges and (if_range is None or if_range in strong):
             start = int(rng.split("=")[1].split("-")[0])
             if start >= len(data):
                 self.send_response(416)
@@ -64,6 +69,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
         else:
             self.send_response(200)
+        for key, value in (("ETag", srv.etag), ("Last-Modified", srv.modified)):
+            if value:
+                self.send_header(key, value)
         body = data[start:]
         if srv.cut is not None:  # no length announced; the connection ends (HTTP/1.0) after `cut` bytes
             self.end_headers()
@@ -83,6 +91,8 @@ class _Handler(BaseHTTPRequestHandler):
         if srv.drops_left > 0:
             srv.drops_left -= 1
             srv.script, srv.after_drop = srv.after_drop + srv.script, []  # before the client can ask again
+            if srv.on_drop is not None:
+                srv.on_drop()
             self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)  # the connection dies mid-file
@@ -94,7 +104,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def http_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.files, server.requests = {}, []
+    server.files, server.requests, server.if_ranges = {}, [], []
+    server.etag = server.modified = server.on_drop = None
     server.drops_left, server.corrupt, server.ranges = 0, False, True
     server.script, server.after_drop, server.cut, server.hold = [], [], None, None
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -439,6 +450,118 @@ def test_5xx_after_a_drop_from_a_server_without_range_restarts_cleanly(tmp_path,
              progress=False, log=lines.append)
     assert (tmp_path / "n.bin").read_bytes() == payload  # not the first half twice
     assert len(lines) == 3 and "ignored the Range request" in lines[2] and "from the first byte" in lines[2]
+
+
+def test_a_link_that_keeps_dropping_finishes_while_each_attempt_brings_new_bytes(tmp_path, http_server, waits):
+    # six drops with two retries allowed: each drop brings new bytes, so the count and the
+    # backoff start again after it
+    payload = np.random.default_rng(13).bytes(400_000)
+    http_server.files["/slow.bin"] = payload
+    http_server.drops_left = 6  # each response dies halfway through what it was asked for
+    lines: list[str] = []
+    dest = download(f"{http_server.url}/slow.bin", tmp_path / "slow.bin", progress=False, retries=2,
+                    backoff=0.5, log=lines.append)
+    assert dest.read_bytes() == payload
+    assert len(http_server.requests) == 7 and waits == [0.5] * 6
+    assert all("retry 1/2" in line for line in lines), lines
+
+
+def test_retries_without_new_bytes_end_the_download_after_progress(tmp_path, http_server, waits):
+    payload = np.random.default_rng(14).bytes(400_000)
+    http_server.files["/stuck.bin"] = payload
+    http_server.drops_left = 3
+
+    def stop_serving():  # after the last drop the server only answers 503
+        if http_server.drops_left == 0:
+            http_server.script = [(503, {})] * 10
+
+    http_server.on_drop = stop_serving
+    with pytest.raises(DownloadError, match=r"(?s)stuck\.bin failed after 2 retries in a row without new bytes: "
+                                            r"HTTP 503.*[\d,]+ bytes are kept"):
+        download(f"{http_server.url}/stuck.bin", tmp_path / "stuck.bin", progress=False, retries=2,
+                 backoff=0.5, log=lambda _: None)
+    assert len(http_server.requests) == 5 and waits == [0.5, 0.5, 0.5, 1.0]
+    kept = (tmp_path / "stuck.bin.part").read_bytes()
+    assert payload.startswith(kept) and not (tmp_path / "stuck.bin").exists()
+
+
+def test_restarts_from_the_first_byte_are_not_progress(tmp_path, http_server, waits):
+    # a server without Range support that drops every response halfway: each attempt gets the
+    # same first half again, which is no new bytes, so the retries stay bounded
+    http_server.files["/loop.bin"] = np.random.default_rng(15).bytes(200_000)
+    http_server.drops_left, http_server.ranges = 100, False
+    with pytest.raises(DownloadError, match=r"failed after 3 retries in a row without new bytes"):
+        download(f"{http_server.url}/loop.bin", tmp_path / "loop.bin", progress=False, retries=3,
+                 backoff=0.5, log=lambda _: None)
+    assert len(http_server.requests) == 4 and waits == [0.5, 1.0, 2.0]
+
+
+# --- If-Range: the rest of a file is appended only while the file on the server is unchanged ---
+
+_VALIDATORS = {  # kind: (validator headers of the first version, of the changed one, the If-Range expected)
+    "etag": ({"etag": '"v1"'}, {"etag": '"v2"'}, '"v1"'),
+    "last-modified": ({"modified": "Wed, 01 Jan 2025 00:00:00 GMT"}, {"modified": "Thu, 02 Jan 2025 00:00:00 GMT"},
+                      "Wed, 01 Jan 2025 00:00:00 GMT"),
+    "weak etag": ({"etag": 'W/"v1"', "modified": "Wed, 01 Jan 2025 00:00:00 GMT"},
+                  {"etag": 'W/"v2"', "modified": "Thu, 02 Jan 2025 00:00:00 GMT"}, "Wed, 01 Jan 2025 00:00:00 GMT"),
+}
+
+
+def _serve(server, path: str, data: bytes, headers: dict) -> None:
+    server.files[path] = data
+    server.etag, server.modified = headers.get("etag"), headers.get("modified")
+
+
+@pytest.mark.parametrize("kind", sorted(_VALIDATORS))
+def test_a_file_changed_between_attempts_is_fetched_again_whole(tmp_path, http_server, kind):
+    old, new = np.random.default_rng(16).bytes(300_000), np.random.default_rng(17).bytes(300_000)
+    first, changed, sent = _VALIDATORS[kind]
+    _serve(http_server, "/v.bin", old, first)
+    http_server.drops_left = 1
+    http_server.on_drop = lambda: _serve(http_server, "/v.bin", new, changed)
+    lines: list[str] = []
+    dest = download(f"{http_server.url}/v.bin", tmp_path / "v.bin", size=len(new), progress=False,
+                    log=lines.append)
+    assert dest.read_bytes() == new  # not the old first half with the new second half
+    assert http_server.if_ranges == [None, sent] and http_server.requests[1][1].startswith("bytes=")
+    assert "changed on the server" in lines[-1] and "from the first byte" in lines[-1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.bin", "v.bin.lock"]
+
+
+@pytest.mark.parametrize("kind", sorted(_VALIDATORS) + ["none"])
+def test_an_unchanged_file_is_resumed_with_if_range(tmp_path, http_server, kind):
+    payload = np.random.default_rng(18).bytes(300_000)
+    _serve(http_server, "/u.bin", payload, _VALIDATORS[kind][0] if kind != "none" else {})
+    http_server.drops_left = 1
+    dest = download(f"{http_server.url}/u.bin", tmp_path / "u.bin", progress=False, log=lambda _: None)
+    assert dest.read_bytes() == payload
+    assert http_server.if_ranges == [None, _VALIDATORS[kind][2] if kind != "none" else None]
+    assert len(http_server.requests) == 2  # the 206 was appended: no third request from the first byte
+
+
+def test_a_later_run_resumes_with_the_validator_of_the_kept_bytes(tmp_path, http_server):
+    old, new = np.random.default_rng(19).bytes(300_000), np.random.default_rng(20).bytes(300_000)
+    _serve(http_server, "/n.bin", old, {"etag": '"v1"'})
+    http_server.drops_left = 1
+    with pytest.raises(DownloadError, match=r"failed after 0 retries.*bytes are kept"):
+        download(f"{http_server.url}/n.bin", tmp_path / "n.bin", progress=False, retries=0, log=lambda _: None)
+    assert old.startswith((tmp_path / "n.bin.part").read_bytes())
+    _serve(http_server, "/n.bin", new, {"etag": '"v2"'})  # changed before the next run
+    dest = download(f"{http_server.url}/n.bin", tmp_path / "n.bin", sha256=hashlib.sha256(new).hexdigest(),
+                    progress=False, log=lambda _: None)
+    assert dest.read_bytes() == new and http_server.if_ranges[-1] == '"v1"'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.bin", "n.bin.lock"]
+
+
+def test_a_damaged_validator_file_resumes_by_range_alone(tmp_path, http_server):
+    payload = np.random.default_rng(21).bytes(100_000)
+    _serve(http_server, "/d.bin", payload, {"etag": '"v1"'})
+    (tmp_path / "d.bin.part").write_bytes(payload[:40_000])
+    (tmp_path / "d.bin.part.validator").write_bytes(b'"v1\x00\r\n')  # damaged: not a header value
+    dest = download(f"{http_server.url}/d.bin", tmp_path / "d.bin", size=len(payload), progress=False)
+    assert dest.read_bytes() == payload and http_server.if_ranges == [None]
+    assert http_server.requests == [("/d.bin", "bytes=40000-")]
+    assert not (tmp_path / "d.bin.part.validator").exists()
 
 
 def test_ctrl_c_keeps_nothing_in_place_and_a_complete_part_is_not_fetched_again(tmp_path, http_server, monkeypatch):

@@ -1,5 +1,6 @@
-"""Verified downloads: resume into a .part file (HTTP Range), bounded retries with backoff, rich
-progress, size + sha256 + a structural check, atomic rename."""
+"""Verified downloads: resume into a .part file (HTTP Range with If-Range), retries with backoff
+bounded by attempts without new bytes, rich progress, size + sha256 + a structural check, atomic
+rename."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
+from vdbbench.datasets import validator
+
 CHUNK = 1 << 20
 TIMEOUT_S = 60.0
-RETRIES = 5
+RETRIES = 5  # retries in a row without new bytes; an attempt that brings new bytes starts the count again
 BACKOFF_S = 1.0  # the first retry's wait; each further one doubles it
-MAX_WAIT_S = 60.0  # the longest single wait, Retry-After included: retries x this bounds all waiting
+MAX_WAIT_S = 60.0  # the longest single wait, Retry-After included: retries x this bounds waiting without progress
 # Statuses worth another try: a request timeout, rate limiting, and the server's own failures.
 # Any other 4xx (404, 403, 410...) will not change on a retry.
 RETRY_STATUSES = frozenset({408, 429} | set(range(500, 600)))
@@ -38,10 +41,12 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def _open(url: str, offset: int, timeout: float):
+def _open(url: str, offset: int, timeout: float, if_range: str | None = None):
     request = urllib.request.Request(url, headers={"User-Agent": "vdbbench"})
     if offset and url.startswith(("http://", "https://")):
         request.add_header("Range", f"bytes={offset}-")
+        if if_range:  # the rest only if the file is still the one the bytes on disk came from
+            request.add_header("If-Range", if_range)
     return urllib.request.urlopen(request, timeout=timeout)
 
 
@@ -83,14 +88,22 @@ def download(
     """Fetch ``url`` to ``dest``: resumable, verified, atomic. Returns ``dest``.
 
     Bytes go to ``dest + ".part"``. A dropped connection, a timeout, HTTP 408, 429 or 5xx is
-    retried up to ``retries`` times, waiting ``backoff`` seconds, then twice that each time, or
-    what the server's Retry-After asks; no wait is longer than ``max_wait`` (a server asking for
-    longer is given up on at once), so waiting is bounded by ``retries * max_wait``. (Their
-    defaults, BACKOFF_S and MAX_WAIT_S, are read at each call, so tests can shorten them.) A
-    retry asks for the rest with an HTTP Range request and appends it when the server answers
-    206; a server that answers 200 instead is read again from the first byte. Other HTTP errors
-    are not retried. Each retry is one line through ``log`` (default: stderr). A ``.part`` left
-    by an earlier interrupted run (Ctrl-C included) is resumed the same way.
+    retried, waiting ``backoff`` seconds, then twice that each time, or what the server's
+    Retry-After asks; no wait is longer than ``max_wait`` (a server asking for longer is given up
+    on at once). The download fails after ``retries`` retries in a row that brought no new bytes
+    (none past the furthest the .part has reached); an attempt that does bring some starts the
+    count and the backoff again. So a slow link that keeps dropping finishes while it advances,
+    and waiting without progress is bounded by ``retries * max_wait``. (The defaults, BACKOFF_S
+    and MAX_WAIT_S, are read at each call, so tests can shorten them.) Other HTTP errors are not
+    retried. Each retry is one line through ``log`` (default: stderr).
+
+    A retry asks for the rest with an HTTP Range request, with If-Range carrying the validator
+    of the response the kept bytes came from (its strong ETag, else its Last-Modified; kept in
+    ``dest + ".part.validator"`` until the download succeeds or its bytes are discarded). A 206
+    is appended; a 200 (the file changed on the server, or Range is not supported) is read again
+    from the first byte into an emptied .part. A server that sends neither validator is asked
+    for the rest by Range alone. A ``.part`` left by an earlier interrupted run (Ctrl-C
+    included) is resumed the same way, with the validator kept beside it.
 
     When the bytes are complete, their size and sha256 are checked against ``size``/``sha256``
     (when given), then ``verify(part_path)`` runs (it raises ValueError, e.g. DatasetError, when
@@ -166,7 +179,10 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
                      verify=None, backoff=BACKOFF_S, max_wait=MAX_WAIT_S, log=None) -> Path:
     part = dest.with_name(dest.name + ".part")
     total: int | None = size
-    attempt = 0
+    attempt = 0  # retries since the last attempt that brought new bytes
+    furthest = part.stat().st_size if part.exists() else 0  # bytes past this are new
+    advanced = False  # some attempt brought new bytes (the retry count was started again)
+    kept_validator = validator.read(part)  # which version of the file the .part holds, when known
     reached = False  # the server answered at least once (a refused connection then is not "offline")
     console_progress = _Progress(progress, dest.name)
     say = log or console_progress.note
@@ -174,14 +190,24 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
     def have() -> int:
         return part.stat().st_size if part.exists() else 0
 
+    def discard() -> None:
+        """Remove the .part and the validator of its bytes."""
+        nonlocal kept_validator
+        part.unlink(missing_ok=True)
+        validator.forget(part)
+        kept_validator = None
+
     def wait_and_retry(what: str, wait: float | None = None) -> None:
         """One line saying what failed and what comes next, then the wait (raises when retries are used up)."""
-        nonlocal attempt
-        attempt += 1
+        nonlocal attempt, furthest, advanced
         kept = have()
+        if kept > furthest:  # the failed attempt still brought new bytes: the count starts again
+            furthest, attempt, advanced = kept, 0, True
+        attempt += 1
         if attempt > retries:
             kept_note = f"{kept:,} bytes are kept in {part}; run the same command again to resume. " if kept else ""
-            raise DownloadError(f"download of {url} failed after {retries} retries: {what}. {kept_note}"
+            in_a_row = " in a row without new bytes" if advanced else ""
+            raise DownloadError(f"download of {url} failed after {retries} retries{in_a_row}: {what}. {kept_note}"
                                 f"When offline, copy the file to {dest} yourself.")
         if wait is None:
             wait = min(backoff * 2 ** (attempt - 1), max_wait)
@@ -197,18 +223,23 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
         while True:
             offset = have()
             if total is not None and offset > total:
-                part.unlink()  # longer than the file can be: not ours to resume
+                discard()  # longer than the file can be: not ours to resume
                 offset = 0
             if total is not None and offset == total:
                 break
             try:
-                with _open(url, offset, timeout) as response:
+                asked_if_range = kept_validator if offset else None
+                with _open(url, offset, timeout, asked_if_range) as response:
                     reached = True
                     reported, resumed = _total_from(response, offset, url)
+                    served = validator.of_response(getattr(response, "headers", None))
                     if not resumed and offset:
-                        say(f"download of {url}: the server ignored the Range request (HTTP "
-                            f"{getattr(response, 'status', '?')}); starting again from the first byte")
-                        offset = 0  # server ignored Range: start again from the first byte
+                        changed = asked_if_range is not None and served != asked_if_range
+                        why = ("the file changed on the server since the kept bytes were received" if changed
+                               else "the server ignored the Range request")
+                        say(f"download of {url}: {why} (HTTP {getattr(response, 'status', '?')}); "
+                            f"starting again from the first byte")
+                        offset = 0  # a whole body: start again from the first byte
                     if reported is not None:
                         if size is not None and reported != size:
                             raise DownloadError(
@@ -219,6 +250,9 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
                     console_progress.update(total, offset)
                     read = getattr(response, "read1", response.read)  # what has arrived: the .part keeps up
                     with open(part, "ab" if offset else "wb") as out:
+                        if not resumed or kept_validator is None:  # the bytes on disk are now this response's
+                            kept_validator = served
+                            validator.keep(part, served)
                         while block := read(CHUNK):
                             out.write(block)
                             offset += len(block)
@@ -234,7 +268,7 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
                     if _complete_by_416(exc, have()):
                         total = have()  # an interrupted run had already received every byte
                         break
-                    part.unlink()  # a stale .part, not a prefix of this file
+                    discard()  # a stale .part, not a prefix of this file
                     wait_and_retry(f"{status} for the bytes kept from an earlier run (removed)", 0.0)
                     continue
                 if exc.code in RETRY_STATUSES:
@@ -260,15 +294,15 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
         console_progress.close()
     got = part.stat().st_size
     if size is not None and got != size:
-        part.unlink()
+        discard()
         raise DownloadError(f"{url}: downloaded {got} bytes, expected {size}; the partial file was removed")
     if total is not None and got != total:
-        part.unlink()
+        discard()
         raise DownloadError(f"{url}: downloaded {got} bytes, server announced {total}; the partial file was removed")
     if sha256:
         digest = sha256_file(part)
         if digest != sha256.lower():
-            part.unlink()
+            discard()
             raise DownloadError(
                 f"{url}: sha256 mismatch: got {digest}, expected {sha256}. The file was removed; "
                 f"the source may be damaged or changed (try another source, or check the registry entry)."
@@ -277,13 +311,14 @@ def _download_locked(url: str, dest: Path, *, size, sha256, retries, timeout, pr
         try:
             verify(part)
         except ValueError as exc:  # DatasetError: the bytes are complete, but not the file wanted
-            part.unlink(missing_ok=True)
+            discard()
             raise DownloadError(
                 f"{url}: the downloaded file is not usable: {exc}. It was removed and nothing was put at "
                 f"{dest}; the transfer may have been cut short without the server saying its length, or "
                 f"the source served something else (run the same command again, or try another source)."
             ) from exc
     os.replace(part, dest)
+    validator.forget(part)
     return dest
 
 
