@@ -6,6 +6,11 @@ fraction of rollouts whose best reached `target` x the reference (Opt@K-style), 
 tokens and cost it took to get to the best, and the accepted and flagged submissions. Raw QPS of
 rollouts that ran on different nodes are not comparable; the ratios are (each is measured on one
 node), and the table says when nodes differ.
+
+A rollout that cannot count is listed, marked and left out of the medians and the fraction:
+"missing" (a session the tournament's manifest names has no folder or no journal), "damaged
+journal" (it is empty, or no event in it can be read) and "no result" (neither a final
+measurement nor an accepted change). What a rollout without a result spent is still summed.
 """
 
 from __future__ import annotations
@@ -20,22 +25,37 @@ from vdbbench.agent.evaluation import final as final_mod
 from vdbbench.agent.evaluation.eval_report import fmt_qps
 from vdbbench.agent.reports.report import ReportError, best_curve, load_events, totals
 from vdbbench.agent.reports.report_plots import plain_text
+from vdbbench.agent.tournaments.tournament import MANIFEST
 
 HTML_PAGES = ("report.html", "index.html", "session.html")
 
 
-def find_runs(paths: Sequence[str | Path]) -> list[Path]:
-    """Session folders from the arguments: a session folder itself, or a folder holding sessions
-    (a tournament's runs folder), each in name order."""
-    runs: list[Path] = []
+def _manifest(folder: Path) -> list[tuple[Path, str | None]]:
+    """(folder, model) of each session the tournament's manifest in `folder` names, in its order;
+    none when it holds no manifest or one that cannot be read."""
+    try:
+        doc = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        return [(folder / str(s["run_id"]), s.get("model")) for s in doc["sessions"]]
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+        return []
+
+
+def find_runs(paths: Sequence[str | Path]) -> list[tuple[Path, str | None]]:
+    """Session folders from the arguments, each with the model the tournament's manifest names for
+    it (None when none does): a session folder itself, or a folder holding sessions (a tournament's
+    runs folder: the sessions its manifest names first, in its order, whether or not their folder
+    or journal exists, then the other session folders in it, in name order)."""
+    runs: list[tuple[Path, str | None]] = []
     for p in map(Path, paths):
         if (p / "journal.jsonl").is_file():
-            runs.append(p)
+            runs.append((p, None))
         elif p.is_dir():
-            inner = sorted(d for d in p.iterdir() if (d / "journal.jsonl").is_file())
-            if not inner:
+            named = _manifest(p)
+            known = {r for r, _ in named}
+            inner = sorted(d for d in p.iterdir() if (d / "journal.jsonl").is_file() and d not in known)
+            if not named and not inner:
                 raise ReportError(f"{p} holds no session (no journal.jsonl in it or in its folders)")
-            runs.extend(inner)
+            runs.extend(named + [(d, None) for d in inner])
         else:
             raise ReportError(f"{p} does not exist; expected a session folder or a folder of sessions")
     if not runs:
@@ -65,9 +85,36 @@ def _html(run: Path) -> str | None:
     return str(pages[0]) if pages else None
 
 
-def rollout(run: Path, target: float) -> dict[str, Any]:
-    """One session's row: its best, and what it cost to get there."""
-    events = load_events(run)
+# The rows the leaderboard lists but cannot count (see the module's docstring), by `status`.
+LEFT_OUT = ("missing", "damaged journal", "no result")
+_FIGURES = ("task", "ended", "best_qps", "best_recall10", "baseline_qps", "speedup", "speedup_source", "final",
+            "product_of_steps", "reference_qps", "reference_recall10", "vs_reference", "reached_target",
+            "iterations_to_best", "tokens_to_best", "cost_to_best", "iterations_to_target", "tokens_to_target",
+            "cost_to_target", "submissions", "accepted", "flagged", "tokens", "cost_usd", "wall_s", "resumes",
+            "cpu_model", "html")
+
+
+def _unread(run: Path, model: str | None, status: str, problem: str) -> dict[str, Any]:
+    """The row of a rollout with no journal that can be read: every figure None."""
+    return {"run": run.name, "path": str(run), "model": model or "?", "status": status,
+            "problem": problem, "finished": False, **dict.fromkeys(_FIGURES), "transfer": [], "nodes": [],
+            "journal_problems": []}
+
+
+def rollout(run: Path, target: float, model: str | None = None) -> dict[str, Any]:
+    """One session's row: its best, and what it cost to get there; `status` says whether it counts
+    ("ok") or why not (LEFT_OUT, with the `problem` in words). `model`: the one the tournament's
+    manifest names, for a row whose journal does not say."""
+    if not (run / "journal.jsonl").is_file():
+        where = ("holds no journal.jsonl (the session died before its journal began)" if run.is_dir()
+                 else "does not exist (the session never started, or its folder was deleted)")
+        return _unread(run, model, "missing", f"{run} {where}")
+    try:
+        events = load_events(run)
+    except ReportError as exc:  # empty, or not one event in it can be read
+        return _unread(run, model, "damaged journal", str(exc))
+    except OSError as exc:
+        return _unread(run, model, "damaged journal", f"{run / 'journal.jsonl'} cannot be read: {exc.strerror or exc}")
     info = totals(events)
     tokens = 0
     cost = 0.0
@@ -110,17 +157,23 @@ def rollout(run: Path, target: float) -> dict[str, Any]:
     vs_ref = (head["reference"]["ratio"] if head and head.get("reference")
               else (best / ref_qps) if ref_qps and best else None)
 
+    # Without a final measurement or an accepted change the rollout has no result: the start's
+    # figures are no gain the model found, so the row has no speed-up, ratio or cost to its best.
+    result = head is not None or last is not None
+    if not result:
+        speedup = vs_ref = to_target = None
+
     def cost_at(d):
-        if d is None:
-            return 0, 0.0
         return at.get(int(d.get("seq", -1)), (0, 0.0))
 
-    tok_best, cost_best = cost_at(last)
+    tok_best, cost_best = cost_at(last) if last is not None else (None, None)
     tok_target, cost_target = cost_at(to_target) if to_target is not None else (None, None)
     return {
         "run": run.name,
         "path": str(run),
-        "model": info["model"],
+        "model": info["model"] or model,
+        "status": "ok" if result else "no result",
+        "problem": None if result else f"nothing accepted, and no final measurement ({info['no_final']})",
         "task": info["task"],
         "finished": end is not None and end.get("reason") not in ("interrupted", "model_unavailable"),
         "ended": info["ended"],
@@ -128,7 +181,7 @@ def rollout(run: Path, target: float) -> dict[str, Any]:
         "best_recall10": info["best_recall10"],
         "baseline_qps": info["baseline_qps"],
         "speedup": speedup,
-        "speedup_source": info["speedup_source"],
+        "speedup_source": info["speedup_source"] if result else None,
         "final": head,
         "product_of_steps": info["product_of_steps"],
         "transfer": info["transfer_lines"],
@@ -136,7 +189,7 @@ def rollout(run: Path, target: float) -> dict[str, Any]:
         "reference_recall10": ref.get("recall10") if ref else None,
         "vs_reference": vs_ref,
         "reached_target": (vs_ref is not None and vs_ref >= target) if vs_ref is not None else None,
-        "iterations_to_best": int(last.get("iteration") or 0) if last else 0,
+        "iterations_to_best": int(last.get("iteration") or 0) if last else None,
         "tokens_to_best": tok_best,
         "cost_to_best": cost_best,
         "iterations_to_target": int(to_target.get("iteration") or 0) if to_target is not None else None,
@@ -168,21 +221,33 @@ def check_target(target: float) -> None:
 
 def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, Any]:
     """Rollouts grouped by model, best model first (by median best/reference ratio when every
-    model has one, else by median speed-up over the start, else by median best QPS)."""
+    model with a result has one, else by median speed-up over the start, else by median best QPS;
+    models without a result last). The medians and the fraction are over the rollouts that count
+    (status "ok"); the sums of what was spent over every journal that can be read. A ReportError
+    when no rollout's journal can be read."""
     check_target(target)
-    rows = [rollout(r, target) for r in find_runs(runs)]
+    rows = [rollout(r, target, model) for r, model in find_runs(runs)]
+    read = [r for r in rows if r["status"] in ("ok", "no result")]
+    if not read:
+        raise ReportError("no rollout can be read: " + "; ".join(f"{r['run']}: {r['status']} ({r['problem']})" for r in rows))
     groups: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         groups[r["model"]].append(r)
     models = []
-    for name, rs in groups.items():
+    for name, every in groups.items():
+        rs = [r for r in every if r["status"] == "ok"]
+        spent = [r for r in every if r["status"] in ("ok", "no result")]
         bests = [r["best_qps"] for r in rs if r["best_qps"] is not None]
         with_ref = [r for r in rs if r["reached_target"] is not None]
         reached = [r for r in with_ref if r["reached_target"]]
         models.append({
             "model": name,
-            "rollouts": len(rs),
-            "finished": sum(r["finished"] for r in rs),
+            "rollouts": len(every),
+            "finished": sum(r["finished"] for r in every),
+            "with_result": len(rs),
+            "missing": sum(r["status"] == "missing" for r in every),
+            "damaged": sum(r["status"] == "damaged journal" for r in every),
+            "no_result": sum(r["status"] == "no result" for r in every),
             "best_qps_median": _median(bests),
             "best_qps_min": min(bests) if bests else None,
             "best_qps_max": max(bests) if bests else None,
@@ -197,21 +262,23 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
             "tokens_to_best_median": _median(r["tokens_to_best"] for r in rs),
             "cost_to_best_median": _median(r["cost_to_best"] for r in rs),
             "iterations_to_target_median": _median(r["iterations_to_target"] for r in reached),
-            "accepted": sum(r["accepted"] for r in rs),
-            "flagged": sum(r["flagged"] for r in rs),
-            "tokens": sum(r["tokens"] for r in rs),
-            "cost_usd": sum(r["cost_usd"] for r in rs),
-            "runs": [r["run"] for r in rs],
+            "accepted": sum(r["accepted"] for r in spent),
+            "flagged": sum(r["flagged"] for r in spent),
+            "tokens": sum(r["tokens"] for r in spent),
+            "cost_usd": sum(r["cost_usd"] for r in spent),
+            "runs": [r["run"] for r in every],
         })
-    key = ("vs_reference_median" if all(m["vs_reference_median"] is not None for m in models)
-           else "speedup_median" if all(m["speedup_median"] is not None for m in models) else "best_qps_median")
-    models.sort(key=lambda m: -(m[key] or 0.0))
-    cpus = sorted({r["cpu_model"] for r in rows if r["cpu_model"]})
-    hosts = sorted({h for r in rows for h in r["nodes"]})
+    scored = [m for m in models if m["with_result"]]
+    key = ("vs_reference_median" if all(m["vs_reference_median"] is not None for m in scored)
+           else "speedup_median" if all(m["speedup_median"] is not None for m in scored) else "best_qps_median")
+    models.sort(key=lambda m: (not m["with_result"], -(m[key] or 0.0)))
+    counted = [r for r in rows if r["status"] == "ok"]
+    cpus = sorted({r["cpu_model"] for r in read if r["cpu_model"]})
+    hosts = sorted({h for r in read for h in r["nodes"]})
     notes = []
-    if not any(r["reference_qps"] for r in rows):
+    if not any(r["reference_qps"] for r in read):
         notes.append("no session journaled a reference measurement (a `reference` event): the target column is empty")
-    elif any(r["reference_qps"] is None for r in rows):
+    elif any(r["reference_qps"] is None for r in counted):
         notes.append("some sessions journaled no reference: their target is left out of the fraction")
     if len(cpus) > 1 or len(hosts) > 1:
         notes.append(f"the rollouts ran on {len(hosts)} nodes ({', '.join(cpus) or 'CPU unknown'}): compare the "
@@ -220,10 +287,18 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
         if r["journal_problems"]:
             notes.append(f"{r['run']}: PARTIAL, its journal is damaged ({'; '.join(r['journal_problems'])}); "
                          "its figures are from the events that could be read")
-    if len({r["task"] for r in rows}) > 1:
-        notes.append("the sessions are on different tasks: " + ", ".join(sorted({r["task"] for r in rows})))
+    notes += [f"{line}; left out of the medians and the fraction" for line in left_out({"rollouts": rows})]
+    tasks = sorted({r["task"] for r in read})
+    if len(tasks) > 1:
+        notes.append("the sessions are on different tasks: " + ", ".join(tasks))
     return {"schema": "vdbbench.agent-leaderboard/1", "target": target, "ranked_by": key, "notes": notes,
             "nodes": hosts, "cpu_models": cpus, "models": models, "rollouts": rows}
+
+
+def left_out(board: Mapping[str, Any]) -> list[str]:
+    """One line per rollout that does not count, naming it, its model and what is wrong."""
+    return [f"{r['run']} ({r['model']}): {r['status']}: {r['problem']}"
+            for r in board["rollouts"] if r["status"] in LEFT_OUT]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,13 +336,15 @@ def to_markdown(board: Mapping[str, Any], png: str | None = None) -> str:
            "| best QPS median [min–max] | iterations to best | tokens to best | cost to best | accepted | flagged |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for m in board["models"]:
-        measured = "" if m["measured"] == m["rollouts"] else f" ({m['measured']} of {m['rollouts']} measured)"
+        measured = "" if m["measured"] == m["with_result"] else f" ({m['measured']} of {m['with_result']} measured)"
         reached = "" if m["reached_fraction"] is None else f"{m['reached_target']}/{m['with_reference']} ({m['reached_fraction']:.0%})"
+        best = f"{_q(m['best_qps_median'])} [{_q(m['best_qps_min'])}–{_q(m['best_qps_max'])}]" if m["best_qps_median"] is not None else ""
+        out_of = [f"{m[k]} {status}" for k, status in zip(("missing", "damaged", "no_result"), LEFT_OUT) if m[k]]
         out.append(
-            f"| {m['model']} | {m['rollouts']} ({m['finished']}) "
+            f"| {m['model']} | {m['rollouts']} ({m['finished']}){'; left out: ' + ', '.join(out_of) if out_of else ''} "
             f"| {_x(m['speedup_median'])}{measured} "
             f"| {_x(m['vs_reference_median'])} | {reached} | {_x(m['product_of_steps_median'])} "
-            f"| {_q(m['best_qps_median'])} [{_q(m['best_qps_min'])}–{_q(m['best_qps_max'])}] "
+            f"| {best} "
             f"| {_n(m['iterations_to_best_median'])} "
             f"| {_tok(m['tokens_to_best_median'])} | {_usd(m['cost_to_best_median'])} | {m['accepted']} | {m['flagged']} |")
     out.append("")
@@ -275,19 +352,32 @@ def to_markdown(board: Mapping[str, Any], png: str | None = None) -> str:
                "(and × reference: against the reference), paired and interleaved to a +-2% interval as the session ended; "
                "a rollout without one (interrupted) counts its product of steps, and the cell says how many were measured. "
                "Product of steps: the accepted changes' gains as each was measured when accepted, multiplied (not the result: "
-               "every accepted gain is measured at or above the margin, and false accepts add phantom steps).")
+               "every accepted gain is measured at or above the margin, and false accepts add phantom steps). "
+               "Left out of the medians and the fraction: a rollout missing, with a damaged journal (none of it can be "
+               "read), or with no result (neither a final measurement nor an accepted change); accepted and flagged "
+               "count every journal that can be read.")
     for n in board["notes"]:
         out.append(f"Note: {n}.")
     out += ["", "| session | model | × start (final, 95% interval) | × reference | product of steps | transfer | best QPS | recall@10 "
             "| iterations to best | accepted | flagged | ended | node | page |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in board["rollouts"]:
+        if r["status"] in ("missing", "damaged journal"):
+            out.append(f"| {r['run']} ({r['status']}) | {r['model']} | {r['status']}: {r['problem']} "
+                       f"|  |  |  |  |  |  |  |  | {r['status']} |  |  |")
+            continue
         rec = "" if r["best_recall10"] is None else f"{r['best_recall10']:.4f}"
         page = f"[html]({r['html']})" if r["html"] else ""
-        head = final_mod.fmt_ratio(r["final"]) if r["final"] else f"{_x(r['speedup'])} ({r['speedup_source']})"
-        out.append(f"| {r['run']}{' (partial: damaged journal)' if r['journal_problems'] else ''} | {r['model']} | {head} | {_x(r['vs_reference'])} | {_x(r['product_of_steps'])} "
+        if r["status"] != "ok":
+            head = r["status"]
+        elif r["final"]:
+            head = final_mod.fmt_ratio(r["final"])
+        else:
+            head = f"{_x(r['speedup'])} ({r['speedup_source']})"
+        marks = (" (partial: damaged journal)" if r["journal_problems"] else "") + ("" if r["status"] == "ok" else f" ({r['status']})")
+        out.append(f"| {r['run']}{marks} | {r['model']} | {head} | {_x(r['vs_reference'])} | {_x(r['product_of_steps'])} "
                    f"| {'; '.join(r['transfer'])} | {_q(r['best_qps'])} | {rec} "
-                   f"| {r['iterations_to_best']} | {r['accepted']} | {r['flagged']} | {r['ended'] or 'running or died'} "
+                   f"| {_n(r['iterations_to_best'])} | {r['accepted']} | {r['flagged']} | {r['ended'] or 'running or died'} "
                    f"| {', '.join(r['nodes']) or '?'} | {page} |")
     if png:
         out += ["", f"Staircases: {png}"]
@@ -307,16 +397,22 @@ def staircases(board: Mapping[str, Any], out_png: str | Path) -> Path:
     by_run = {r["run"]: r for r in board["rollouts"]}
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models) + 1, 4.2), dpi=110, sharey=True, squeeze=False)
     for ax, m in zip(axes[0], models):
+        drawn = False
         for run in m["runs"]:
             r = by_run[run]
-            xs, ys = best_curve(load_events(r["path"]))
-            if not xs:
+            label = f"{run}: {_q(r['best_qps'])}" if r["status"] == "ok" else f"{run}: {r['status']}"
+            xs, ys = best_curve(load_events(r["path"])) if r["status"] in ("ok", "no result") else ([], [])
+            if not xs:  # named in the legend, nothing to draw
+                ax.plot([], [], " ", label=label)
                 continue
-            line = ax.step(xs, ys, where="post", lw=1.8, label=f"{run}: {_q(r['best_qps'])}")[0]
+            drawn = True
+            line = ax.step(xs, ys, where="post", lw=1.8, label=label)[0]
             if r["reference_qps"]:
                 ax.axhline(board["target"] * r["reference_qps"], color=line.get_color(), ls=":", lw=1)
         ax.set_title(f"{m['model']} ({m['rollouts']} rollouts)", fontsize=10)
         ax.set_xlabel("iteration (submission)")
+        if not drawn:
+            ax.set_xlim(0, 1)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7.5, loc="lower right")

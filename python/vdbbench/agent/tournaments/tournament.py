@@ -530,8 +530,3 @@ def _ray_init(ray, address: str | None, num_cpus: int | None, say) -> None:
             text = "ray:// addresses need Ray Client: pip install 'ray[client]' (or '.[ray]' in a checkout)"
         where = f"--ray-address {address}" if address else "the local Ray"
         raise TournamentError(f"{where}: Ray could not start or connect: {text}") from None
-
-
-def session_dirs(t: Tournament) -> list[Path]:
-    return [Path(s["run_dir"]) for s in t.sessions() if (Path(s["run_dir"]) / "journal.jsonl").exists()]
-

@@ -55,6 +55,13 @@ def register_tournament_commands(sub) -> None:
     b.set_defaults(func=cmd_leaderboard)
 
 
+def _say_left_out(board) -> None:
+    from vdbbench.agent.tournaments.leaderboard import left_out
+
+    for line in left_out(board):
+        print(f"leaderboard: left out {line}", file=sys.stderr)
+
+
 def cmd_leaderboard(args) -> int:
     from vdbbench.agent.reports.report import ReportError
     from vdbbench.agent.tournaments.leaderboard import leaderboard, write_all
@@ -66,6 +73,7 @@ def cmd_leaderboard(args) -> int:
     except ReportError as exc:
         raise UsageError(str(exc)) from None
     sys.stdout.write(text)
+    _say_left_out(board)
     return 0
 
 
@@ -104,17 +112,14 @@ def cmd_tournament(args) -> int:
         print(f"to carry it on: {resume_command(args)}", file=sys.stderr)
         raise
     runs = Path(t.runs_dir)
-    done = tmod.session_dirs(t)
-    if not done:
-        print("no session has journaled anything; no leaderboard", file=sys.stderr)
-        return 1
     try:
-        board = leaderboard(done, target=args.target)
+        board = leaderboard([runs], target=args.target)  # every session its manifest names
     except ReportError as exc:
-        print(f"leaderboard: {exc}", file=sys.stderr)
+        print(f"leaderboard: {exc}; no leaderboard", file=sys.stderr)
         return 1
     text = write_all(board, runs / "leaderboard.png", runs / "leaderboard.md", runs / "leaderboard.json")
     sys.stdout.write(text)
+    _say_left_out(board)
     failed = [r for r in results if r.get("error") or r.get("state") != "finished"]
     print(f"leaderboard: {runs / 'leaderboard.md'} (JSON beside it, staircases in leaderboard.png)"
           + (f"; {len(failed)} session(s) did not finish: `{resume_command(args)}`" if failed else ""),
