@@ -222,3 +222,31 @@ def test_the_tournament_writes_its_leaderboard_when_sessions_died_or_never_start
     assert (runs / "leaderboard.png").stat().st_size > 5000
     states = {s["run_id"]: s["state"] for s in json.loads((runs / "tournament.json").read_text())["sessions"]}
     assert states == {"alpha-r1": "finished", "alpha-r2": "new", "beta-r1": "new", "beta-r2": "finished"}
+
+
+def test_resuming_keeps_a_damaged_session_folder_aside_and_removes_only_unstarted_ones(tmp_path):
+    """`run_session` starts a session with no readable journal event afresh: a folder whose journal
+    is absent or empty is removed (nothing was decided there), one whose journal holds bytes that
+    cannot be read is moved aside whole, never deleted."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    assert tmod.clear_unstarted(runs / "alpha-r1") is None  # no folder: nothing to do
+    for name, journal in (("alpha-r2", None), ("beta-r1", b"")):
+        d = runs / name
+        (d / "workspace").mkdir(parents=True)
+        if journal is not None:
+            (d / "journal.jsonl").write_bytes(journal)
+        assert tmod.clear_unstarted(d) is None and not d.exists()
+    kept = []
+    for _ in range(2):
+        d = runs / "beta-r2"
+        (d / "workspace").mkdir(parents=True)
+        (d / "workspace" / "edit.rs").write_text("fn kept() {}")
+        (d / "journal.jsonl").write_bytes(b"\x00\xff{not json\n")
+        k = tmod.clear_unstarted(d)
+        assert k is not None and not d.exists() and k.parent == runs
+        assert k.name.startswith("beta-r2.damaged-")
+        assert (k / "workspace" / "edit.rs").read_text() == "fn kept() {}"
+        assert (k / "journal.jsonl").read_bytes() == b"\x00\xff{not json\n"
+        kept.append(k)
+    assert kept[0] != kept[1]  # a second one in the same second gets a name of its own

@@ -18,6 +18,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -222,6 +223,28 @@ def session_state(run_dir: str | os.PathLike) -> str:
     return "unfinished"
 
 
+def clear_unstarted(run_dir: Path) -> Path | None:
+    """Readies the folder of a session with no readable journal event to start afresh. A folder
+    whose journal is absent or empty died before its journal began, and nothing was decided
+    there: it is removed. One whose journal holds bytes but no event that can be read (damaged)
+    may still hold work: it is moved aside to `<name>.damaged-<UTC time>`, never deleted, and
+    that path is returned."""
+    if not run_dir.exists():
+        return None
+    journal = run_dir / "journal.jsonl"
+    if not journal.exists() or journal.stat().st_size == 0:
+        shutil.rmtree(run_dir)
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    kept = run_dir.with_name(f"{run_dir.name}.damaged-{stamp}")
+    n = 1
+    while kept.exists():
+        n += 1
+        kept = run_dir.with_name(f"{run_dir.name}.damaged-{stamp}-{n}")
+    run_dir.rename(kept)
+    return kept
+
+
 def default_timing_lock() -> str:
     """One lock file per node: every session on this machine times under it."""
     return str(Path(tempfile.gettempdir()) / "vdbbench-timing.lock")
@@ -286,8 +309,10 @@ def run_session(spec: dict[str, Any]) -> dict[str, Any]:
     overrides = {k: v for k, v in (spec.get("budgets") or {}).items()}
     model = _model(spec)
     if state == "new":
-        if run_dir.exists():  # died before its journal began: nothing was decided there
-            shutil.rmtree(run_dir)
+        kept = clear_unstarted(run_dir)
+        if kept is not None:
+            print(f"[{spec['run_id']}] its journal holds no readable event: the folder is kept as {kept.name} "
+                  "and the session starts again", flush=True)
         card = load_task(spec["task"])
         session = Session.create(card, model, run_dir.parent, run_dir.name, overrides, _prices(spec, card), on_event=show)
     else:
