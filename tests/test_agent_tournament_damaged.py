@@ -189,6 +189,59 @@ def test_with_no_rollout_readable_the_leaderboard_is_refused_naming_each(tmp_pat
     assert all(run in line for run in RUN_IDS) and "damaged journal" in line and "missing" in line
 
 
+@pytest.mark.parametrize("manifest, problem", [
+    (b'{"schema": "vdbbench.agent-tournament/1", "sessions": [', "not JSON"),  # cut short as it was written
+    (b"\xff\xfe{}", "not UTF-8"),
+    (b'["alpha-r1", "alpha-r2"]', 'no "sessions" list'),
+    (b'{"sessions": [{"model": "scripted-alpha"}]}', 'no "run_id"'),
+    (b'{"sessions": [{"run_id": "../elsewhere", "model": "scripted-alpha"}]}', 'no "run_id"'),
+])
+def test_a_manifest_that_cannot_be_read_is_said_and_the_session_folders_found_are_the_rollouts(
+        tmp_path, capsys, manifest, problem):
+    t, runs = tournament_folder(tmp_path)
+    write_rollout(runs, "alpha-r1", "scripted-alpha", [150.0, 300.0], reference=300.0)
+    write_rollout(runs, "beta-r2", "scripted-beta", [120.0], reference=300.0)
+    (runs / tmod.MANIFEST).write_bytes(manifest)  # alpha-r2 and beta-r1 are missing, and nothing can say so
+    code, out, err, doc = leaderboard_cli(runs, tmp_path, capsys)  # the manifest is left as it is
+    assert code == 0
+    assert [r["run"] for r in doc["rollouts"]] == ["alpha-r1", "beta-r2"]
+    assert all(r["status"] == "ok" for r in doc["rollouts"])
+    said = [line for line in err.splitlines() if tmod.MANIFEST in line]
+    assert len(said) == 1, err
+    assert str(runs / tmod.MANIFEST) in said[0] and "cannot be read" in said[0] and problem in said[0]
+    assert "the rollouts are the session folders found" in said[0] and "missing cannot be named" in said[0]
+    assert doc["manifest_problems"] == [said[0].removeprefix("leaderboard: ")]
+    assert any(tmod.MANIFEST in n and "cannot be read" in n for n in doc["notes"])
+    assert f"{tmod.MANIFEST} cannot be read" in out  # the written leaderboard says it too
+
+
+def test_a_session_reached_by_overlapping_paths_is_one_rollout(tmp_path, capsys, monkeypatch):
+    t, runs = tournament_folder(tmp_path)
+    write_rollout(runs, "alpha-r1", "scripted-alpha", [150.0, 300.0], reference=300.0)  # 3.00x
+    write_rollout(runs, "alpha-r2", "scripted-alpha", [150.0], reference=300.0)  # 1.50x
+    write_rollout(runs, "beta-r1", "scripted-beta", [120.0], reference=300.0)
+    write_rollout(runs, "beta-r2", "scripted-beta", [110.0], reference=300.0)
+    monkeypatch.chdir(tmp_path)
+    # A session, then its runs folder (naming it again), the same folder spelt otherwise, and a
+    # session of it once more, relative and through "..".
+    args = [str(runs / "alpha-r1"), str(runs), "runs/./", "runs/beta-r1/../alpha-r1"]
+    code = main(["agent", "leaderboard", *args, "-o", str(tmp_path / "lb.png"), "--json", str(tmp_path / "lb.json")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads((tmp_path / "lb.json").read_text())
+    assert [r["run"] for r in doc["rollouts"]] == RUN_IDS  # each once, where it first came
+    models = {m["model"]: m for m in doc["models"]}
+    assert models["scripted-alpha"]["rollouts"] == 2 and models["scripted-alpha"]["runs"] == ["alpha-r1", "alpha-r2"]
+    assert models["scripted-alpha"]["speedup_median"] == pytest.approx(2.25)  # not the median of 3.0, 3.0, 1.5
+    assert models["scripted-alpha"]["accepted"] == 3 and models["scripted-beta"]["rollouts"] == 2
+    assert model_row(out, "scripted-alpha").startswith("| scripted-alpha | 2 (2) |")
+    # A session named first, alone, whose journal says nothing takes the model the manifest names.
+    (runs / "alpha-r2" / "journal.jsonl").write_text("")
+    board = lb.leaderboard([runs / "alpha-r2", runs])
+    assert [r["run"] for r in board["rollouts"]] == ["alpha-r2", "alpha-r1", "beta-r1", "beta-r2"]
+    assert board["rollouts"][0]["model"] == "scripted-alpha" and board["rollouts"][0]["status"] == "damaged journal"
+
+
 def test_the_tournament_writes_its_leaderboard_when_sessions_died_or_never_started(tmp_path, capsys, monkeypatch):
     cfg = write_config(tmp_path / "t.toml", FIXTURE / "task.toml", DEAD_URL, tmp_path / "runs")
     runs = tmp_path / "runs"

@@ -11,6 +11,9 @@ A rollout that cannot count is listed, marked and left out of the medians and th
 "missing" (a session the tournament's manifest names has no folder or no journal), "damaged
 journal" (it is empty, or no event in it can be read) and "no result" (neither a final
 measurement nor an accepted change). What a rollout without a result spent is still summed.
+A manifest that cannot be read is said (`manifest_problems`, and a note): the rollouts are then the
+session folders found, and a session it named that is missing cannot be listed. A session reached
+by two arguments (a runs folder and one of its sessions) is one rollout.
 """
 
 from __future__ import annotations
@@ -30,37 +33,82 @@ from vdbbench.agent.tournaments.tournament import MANIFEST
 HTML_PAGES = ("report.html", "index.html", "session.html")
 
 
-def _manifest(folder: Path) -> list[tuple[Path, str | None]]:
-    """(folder, model) of each session the tournament's manifest in `folder` names, in its order;
-    none when it holds no manifest or one that cannot be read."""
+def _manifest(folder: Path) -> tuple[list[tuple[Path, str | None]], str | None]:
+    """(folder, model) of each session the tournament's manifest in `folder` names, in its order,
+    and None; or no session and what is wrong with the manifest when there is one that cannot be
+    read (not JSON, or not the shape a tournament writes). No manifest: no session, no problem."""
+    path = folder / MANIFEST
+    if not path.exists():
+        return [], None
     try:
-        doc = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        return [(folder / str(s["run_id"]), s.get("model")) for s in doc["sessions"]]
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
-        return []
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        return [], "not UTF-8 text"
+    except ValueError as exc:
+        return [], f"not JSON: {exc}"
+    except OSError as exc:
+        return [], exc.strerror or str(exc)
+    sessions = doc.get("sessions") if isinstance(doc, dict) else None
+    if not isinstance(sessions, list):
+        return [], 'no "sessions" list in it'
+    named = []
+    for i, s in enumerate(sessions, 1):
+        run_id = s.get("run_id") if isinstance(s, dict) else None
+        if not isinstance(run_id, str) or run_id in ("", ".", "..") or Path(run_id).name != run_id:
+            return [], f'its session {i} has no "run_id" naming a folder beside it'
+        model = s.get("model")
+        if model is not None and not isinstance(model, str):
+            return [], f'the "model" of its session {run_id} is not a name'
+        named.append((folder / run_id, model))
+    return named, None
 
 
-def find_runs(paths: Sequence[str | Path]) -> list[tuple[Path, str | None]]:
+def _key(p: Path) -> Path:
+    """The path a session folder resolves to, so two spellings of one folder are one session."""
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):  # a symlink loop, a folder that cannot be reached
+        return p.absolute()
+
+
+def find_runs(paths: Sequence[str | Path], problems: list[str] | None = None) -> list[tuple[Path, str | None]]:
     """Session folders from the arguments, each with the model the tournament's manifest names for
     it (None when none does): a session folder itself, or a folder holding sessions (a tournament's
     runs folder: the sessions its manifest names first, in its order, whether or not their folder
-    or journal exists, then the other session folders in it, in name order)."""
-    runs: list[tuple[Path, str | None]] = []
+    or journal exists, then the other session folders in it, in name order). A session reached by
+    more than one argument (a runs folder and one of its sessions, or one folder twice) is listed
+    once, where it first came. Each manifest that cannot be read is appended to `problems` as a
+    line saying so: its sessions are then only the folders found."""
+    runs: dict[Path, tuple[Path, str | None]] = {}
+
+    def add(run: Path, model: str | None) -> None:
+        key = _key(run)
+        if key not in runs:
+            runs[key] = (run, model)
+        elif runs[key][1] is None and model is not None:  # the manifest's model for a session named first
+            runs[key] = (runs[key][0], model)
+
     for p in map(Path, paths):
         if (p / "journal.jsonl").is_file():
-            runs.append((p, None))
+            add(p, None)
         elif p.is_dir():
-            named = _manifest(p)
+            named, problem = _manifest(p)
             known = {r for r, _ in named}
             inner = sorted(d for d in p.iterdir() if (d / "journal.jsonl").is_file() and d not in known)
+            unread = (f"{p / MANIFEST} cannot be read ({problem}): the rollouts are the session folders found; "
+                      "sessions it names that are missing cannot be named") if problem else None
             if not named and not inner:
-                raise ReportError(f"{p} holds no session (no journal.jsonl in it or in its folders)")
-            runs.extend(named + [(d, None) for d in inner])
+                raise ReportError(f"{p} holds no session (no journal.jsonl in it or in its folders)"
+                                  + (f"; {unread}" if unread else ""))
+            if unread and problems is not None:
+                problems.append(unread)
+            for run, model in named + [(d, None) for d in inner]:
+                add(run, model)
         else:
             raise ReportError(f"{p} does not exist; expected a session folder or a folder of sessions")
     if not runs:
         raise ReportError("the leaderboard needs at least one session folder")
-    return runs
+    return list(runs.values())
 
 
 def reference(events: Sequence[Mapping[str, Any]], before_seq: int | None = None) -> dict | None:
@@ -226,7 +274,8 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
     (status "ok"); the sums of what was spent over every journal that can be read. A ReportError
     when no rollout's journal can be read."""
     check_target(target)
-    rows = [rollout(r, target, model) for r, model in find_runs(runs)]
+    manifest_problems: list[str] = []
+    rows = [rollout(r, target, model) for r, model in find_runs(runs, manifest_problems)]
     read = [r for r in rows if r["status"] in ("ok", "no result")]
     if not read:
         raise ReportError("no rollout can be read: " + "; ".join(f"{r['run']}: {r['status']} ({r['problem']})" for r in rows))
@@ -275,7 +324,7 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
     counted = [r for r in rows if r["status"] == "ok"]
     cpus = sorted({r["cpu_model"] for r in read if r["cpu_model"]})
     hosts = sorted({h for r in read for h in r["nodes"]})
-    notes = []
+    notes = list(manifest_problems)
     if not any(r["reference_qps"] for r in read):
         notes.append("no session journaled a reference measurement (a `reference` event): the target column is empty")
     elif any(r["reference_qps"] is None for r in counted):
@@ -292,6 +341,7 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
     if len(tasks) > 1:
         notes.append("the sessions are on different tasks: " + ", ".join(tasks))
     return {"schema": "vdbbench.agent-leaderboard/1", "target": target, "ranked_by": key, "notes": notes,
+            "manifest_problems": manifest_problems,
             "nodes": hosts, "cpu_models": cpus, "models": models, "rollouts": rows}
 
 

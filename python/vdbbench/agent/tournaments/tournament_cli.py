@@ -58,6 +58,8 @@ def register_tournament_commands(sub) -> None:
 def _say_left_out(board) -> None:
     from vdbbench.agent.tournaments.leaderboard import left_out
 
+    for line in board.get("manifest_problems", []):
+        print(f"leaderboard: {line}", file=sys.stderr)
     for line in left_out(board):
         print(f"leaderboard: left out {line}", file=sys.stderr)
 
