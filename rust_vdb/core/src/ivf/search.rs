@@ -262,6 +262,19 @@ impl IvfIndex {
         if let Some(r) = two_level {
             // Each query scores only the centroids of its nearest groups.
             let want = SuperRouting::want(nprobe, nlist);
+            // Counts what routing query qi read and adds the probes of its lists (best first),
+            // those `probe_ratio` keeps.
+            let take = |probes: &mut Vec<Probe>,
+                        stats: &mut SearchStats,
+                        qi: usize,
+                        q: &[f32],
+                        lists: &[(f32, u32)],
+                        done: route::Routed| {
+                stats.centroids_scored += done.scored as u64;
+                stats.bytes_scanned += done.bytes as u64;
+                let n = probe_ratio::within_ratio(lists, q, sim, ratio, min_probe);
+                probes.extend(lists[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
+            };
             if m >= ROUTE_TILE_MIN && r.tiles(kern, sim) {
                 // Sixteen queries at a time against every centroid (AMX): the same lists.
                 for (ti, tile) in s.qblock.chunks(TILE_QUERIES * dim).enumerate() {
@@ -274,12 +287,8 @@ impl IvfIndex {
                         &mut s.route,
                         &mut s.order,
                         |j, lists, done| {
-                            seen.centroids_scored += done.scored as u64;
-                            seen.bytes_scanned += done.bytes as u64;
-                            let qi = ti * TILE_QUERIES + j;
                             let q = &tile[j * dim..(j + 1) * dim];
-                            let n = probe_ratio::within_ratio(lists, q, sim, ratio, min_probe);
-                            probes.extend(lists[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
+                            take(probes, seen, ti * TILE_QUERIES + j, q, lists, done);
                         },
                     );
                 }
@@ -294,21 +303,13 @@ impl IvfIndex {
                     &mut s.route,
                     &mut s.order,
                     |qi, lists, done| {
-                        seen.centroids_scored += done.scored as u64;
-                        seen.bytes_scanned += done.bytes as u64;
-                        let q = &qblock[qi * dim..(qi + 1) * dim];
-                        let n = probe_ratio::within_ratio(lists, q, sim, ratio, min_probe);
-                        probes.extend(lists[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
+                        take(probes, seen, qi, &qblock[qi * dim..(qi + 1) * dim], lists, done)
                     },
                 );
             } else {
                 for (qi, q) in s.qblock.chunks_exact(dim).enumerate() {
                     let done = r.route(kern, q, nprobe, want, sim, &mut s.route, &mut s.order);
-                    stats.centroids_scored += done.scored as u64;
-                    stats.bytes_scanned += done.bytes as u64;
-                    let n = probe_ratio::within_ratio(&s.order, q, sim, ratio, min_probe);
-                    s.probes
-                        .extend(s.order[..n].iter().map(|&(_, li)| Probe::new(li as usize, qi)));
+                    take(&mut s.probes, stats, qi, q, &s.order, done);
                 }
             }
             stats.timers.route_score_s += t0.elapsed().as_secs_f64();

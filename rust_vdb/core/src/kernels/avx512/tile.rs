@@ -50,14 +50,53 @@ struct Rows<'a> {
     t: usize,
 }
 
+/// The accumulators of a tile's row: sixteen query lanes (`__m512i`), or the low eight
+/// (`__m256i`: half the work per row for tiles of up to eight queries, and twice the issue
+/// rate where 512-bit operations are split in two, as on Zen 4).
+trait Lanes: Copy {
+    /// All lanes zero.
+    unsafe fn zero() -> Self;
+    /// Adds to each lane the dot of the row's four bytes `word` (u8) with that lane's four
+    /// bytes of the transposed group `qg` (i8): one `vpdpbusd`.
+    unsafe fn dpbusd(self, word: i32, qg: __m512i) -> Self;
+}
+
+impl Lanes for __m512i {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn zero() -> Self {
+        _mm512_setzero_si512()
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn dpbusd(self, word: i32, qg: __m512i) -> Self {
+        _mm512_dpbusd_epi32(self, _mm512_set1_epi32(word), qg)
+    }
+}
+
+impl Lanes for __m256i {
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn zero() -> Self {
+        _mm256_setzero_si256()
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn dpbusd(self, word: i32, qg: __m512i) -> Self {
+        _mm256_dpbusd_epi32(self, _mm256_set1_epi32(word), _mm512_castsi512_si256(qg))
+    }
+}
+
 /// Adds one block's dots to the accumulators of `R` consecutive rows (row `r` of `w` bytes
 /// in `block`, at most `r + R` rows there), `qt` the transposed groups of that block: `full`
 /// whole groups of four dims, then the last partial group if `w % 4 != 0` (its bytes
 /// gathered one by one, so nothing past the rows is read).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn block_rows<const R: usize>(
-    acc: &mut [__m512i; R],
+unsafe fn block_rows<V: Lanes, const R: usize>(
+    acc: &mut [V; R],
     qt: &[__m512i],
     block: &[u8],
     r: usize,
@@ -68,61 +107,16 @@ unsafe fn block_rows<const R: usize>(
     for (g, &qg) in qt[..full].iter().enumerate() {
         for (k, a) in acc.iter_mut().enumerate() {
             let v = (xp.add(k * w + 4 * g) as *const i32).read_unaligned();
-            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(v), qg);
+            *a = a.dpbusd(v, qg);
         }
     }
     if full < qt.len() {
         let qg = qt[full];
         for (k, a) in acc.iter_mut().enumerate() {
             let x = &block[(r + k) * w..(r + k + 1) * w];
-            let v = word_at(x, 4 * full, 0) as i32;
-            *a = _mm512_dpbusd_epi32(*a, _mm512_set1_epi32(v), qg);
+            *a = a.dpbusd(word_at(x, 4 * full, 0) as i32, qg);
         }
     }
-}
-
-/// `block_rows` for tiles of up to eight queries: the low eight lanes of each transposed group
-/// in 256-bit registers (half the work per row, and twice the issue rate where 512-bit
-/// operations are split in two, as on Zen 4).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn block_rows8<const R: usize>(
-    acc: &mut [__m256i; R],
-    qt: &[__m512i],
-    block: &[u8],
-    r: usize,
-    w: usize,
-) {
-    let full = w / 4;
-    let xp = block.as_ptr().add(r * w);
-    for (g, &qg) in qt[..full].iter().enumerate() {
-        let qg = _mm512_castsi512_si256(qg);
-        for (k, a) in acc.iter_mut().enumerate() {
-            let v = (xp.add(k * w + 4 * g) as *const i32).read_unaligned();
-            *a = _mm256_dpbusd_epi32(*a, _mm256_set1_epi32(v), qg);
-        }
-    }
-    if full < qt.len() {
-        let qg = _mm512_castsi512_si256(qt[full]);
-        for (k, a) in acc.iter_mut().enumerate() {
-            let x = &block[(r + k) * w..(r + k + 1) * w];
-            let v = word_at(x, 4 * full, 0) as i32;
-            *a = _mm256_dpbusd_epi32(*a, _mm256_set1_epi32(v), qg);
-        }
-    }
-}
-
-/// `tile_rows` for tiles of up to eight queries (`block_rows8`).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile_rows8<const R: usize>(qt: &[__m512i], rows: Rows, r: usize) -> [__m256i; R] {
-    let mut acc = [_mm256_setzero_si256(); R];
-    let hg = rows.h.div_ceil(4);
-    block_rows8(&mut acc, &qt[..hg], rows.head, r, rows.h);
-    if rows.t > 0 {
-        block_rows8(&mut acc, &qt[hg..], rows.tail, r, rows.t);
-    }
-    acc
 }
 
 /// Asks for the cache lines of rows `from..to` (those of them that exist) of both blocks,
@@ -153,8 +147,8 @@ unsafe fn prefetch_rows(rows: Rows, from: usize, to: usize) {
 /// then the tail's.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile_rows<const R: usize>(qt: &[__m512i], rows: Rows, r: usize) -> [__m512i; R] {
-    let mut acc = [_mm512_setzero_si512(); R];
+unsafe fn tile_rows<V: Lanes, const R: usize>(qt: &[__m512i], rows: Rows, r: usize) -> [V; R] {
+    let mut acc = [V::zero(); R];
     let hg = rows.h.div_ceil(4);
     block_rows(&mut acc, &qt[..hg], rows.head, r, rows.h);
     if rows.t > 0 {
@@ -288,7 +282,7 @@ unsafe fn l2_u8_tile_below_impl<const AMX: bool>(
         // and their thresholds -inf).
         while r + TILE_ROWS8 <= n {
             prefetch_rows(rows, r + PREFETCH_AHEAD, r + PREFETCH_AHEAD + TILE_ROWS8);
-            let acc = tile_rows8::<TILE_ROWS8>(qt, rows, r);
+            let acc = tile_rows::<__m256i, TILE_ROWS8>(qt, rows, r);
             for (k, &a) in acc.iter().enumerate() {
                 emit(r + k, _mm512_zextsi256_si512(a));
             }
@@ -299,21 +293,21 @@ unsafe fn l2_u8_tile_below_impl<const AMX: bool>(
     // cycles) behind its throughput (one per cycle); four rows ran latency-bound.
     while r + TILE_ROWS <= n {
         prefetch_rows(rows, r + PREFETCH_AHEAD, r + PREFETCH_AHEAD + TILE_ROWS);
-        let acc = tile_rows::<TILE_ROWS>(qt, rows, r);
+        let acc = tile_rows::<__m512i, TILE_ROWS>(qt, rows, r);
         for (k, &a) in acc.iter().enumerate() {
             emit(r + k, a);
         }
         r += TILE_ROWS;
     }
     while r + 4 <= n {
-        let acc = tile_rows::<4>(qt, rows, r);
+        let acc = tile_rows::<__m512i, 4>(qt, rows, r);
         for (k, &a) in acc.iter().enumerate() {
             emit(r + k, a);
         }
         r += 4;
     }
     while r < n {
-        let [a] = tile_rows::<1>(qt, rows, r);
+        let [a] = tile_rows::<__m512i, 1>(qt, rows, r);
         emit(r, a);
         r += 1;
     }
@@ -463,8 +457,8 @@ unsafe fn l2_u8_tile_all_vnni_impl(
     let o = out.as_mut_ptr();
     let mut r = 0;
     while r + 16 <= n {
-        let a = tile_rows::<TILE_ROWS>(qt, rows, r);
-        let b = tile_rows::<TILE_ROWS>(qt, rows, r + TILE_ROWS);
+        let a = tile_rows::<__m512i, TILE_ROWS>(qt, rows, r);
+        let b = tile_rows::<__m512i, TILE_ROWS>(qt, rows, r + TILE_ROWS);
         let mut block = [_mm512_setzero_si512(); 16];
         for k in 0..TILE_ROWS {
             block[k] = dist(r + k, a[k]);
@@ -479,7 +473,7 @@ unsafe fn l2_u8_tile_all_vnni_impl(
         r += 16;
     }
     for row in r..n {
-        let [a] = tile_rows::<1>(qt, rows, row);
+        let [a] = tile_rows::<__m512i, 1>(qt, rows, row);
         let mut dv = [0u32; 16];
         _mm512_storeu_si512(dv.as_mut_ptr() as _, dist(row, a));
         for (j, &d) in dv[..nq].iter().enumerate() {
@@ -548,7 +542,7 @@ unsafe fn l2_u8_tile_all_impl(
     // SAFETY: the first `groups` entries were written by `transpose_queries`.
     let qt = std::slice::from_raw_parts(qt_buf.as_ptr() as *const __m512i, groups);
     for row in done..n {
-        let [a] = tile_rows::<1>(qt, rows, row);
+        let [a] = tile_rows::<__m512i, 1>(qt, rows, row);
         let mut dv = [0u32; 16];
         _mm512_storeu_si512(dv.as_mut_ptr() as _, dist(row, a));
         for (j, &d) in dv[..nq].iter().enumerate() {
