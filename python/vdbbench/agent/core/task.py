@@ -187,6 +187,27 @@ class Final:
     repeat_seconds: float = 0.0  # each process's share of a pair; 0: the card's objective.repeat_seconds
 
 
+@dataclass
+class Evaluation:
+    """[evaluation]: how a build is run. "inprocess" loads the extension module in a worker process
+    and times batches of `search`; "served" runs the crate's server binary (the bin target named by
+    [entry] module) and times it over HTTP as the public vector-db-bench leaderboard does: the base
+    vectors bulk-inserted in batches of `insert_batch`, `warmup` queries, then `clients` concurrent
+    clients, one query per request, recall@10 as exact-id overlap, the anti-cheat check
+    (vdbbench.agent.evaluation.served)."""
+
+    kind: str = "inprocess"
+    cpus: str = ""  # the server's cores as a taskset list ("0-3"); "" = not pinned
+    clients: int = 4
+    warmup: int = 1000
+    insert_batch: int = 1000
+    timeout_s: float = 30.0  # one HTTP request
+
+    @property
+    def served(self) -> bool:
+        return self.kind == "served"
+
+
 SIMD_LEVELS = ("scalar", "avx2", "avx512", "neon")
 
 
@@ -211,9 +232,15 @@ class TaskCard:
     reference: Reference = field(default_factory=Reference)
     transfer: Transfer = field(default_factory=Transfer)
     final: Final = field(default_factory=Final)
+    evaluation: Evaluation = field(default_factory=Evaluation)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def artifact(self) -> str:
+        """The file name of a build's product in builds/*: the extension module, or the server binary."""
+        return self.entry.leaf if self.evaluation.served else f"{self.entry.leaf}.so"
 
     @property
     def batch_queries(self) -> int:
@@ -300,6 +327,17 @@ def _transfer(data: dict, where: str) -> Transfer:
     return Transfer(datasets=sets, simd=simd, advisory=bool(raw.get("advisory", False)))
 
 
+def parse_cpus(text: str, where: str = "cpus") -> list[int]:
+    """A taskset-style core list ("0-3", "0,2,4-5") as sorted core numbers; "" -> []."""
+    cores: set[int] = set()
+    for part in (p.strip() for p in str(text).split(",") if p.strip()):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m or (m.group(2) and int(m.group(2)) < int(m.group(1))):
+            raise TaskError(f"{where}: core list {text!r}: expected numbers and ranges such as \"0-3\" or \"0,2\"")
+        cores.update(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    return sorted(cores)
+
+
 def parse_dataset_name(name: str) -> tuple[str, int] | None:
     """`synth-sift-20000` / `synth-float-100k` -> ("synth_sift", 20000); None for other names."""
     from vdbbench.datasets.loader import parse_synth_name
@@ -350,6 +388,7 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> TaskCard:
         reference=_section(data, "reference", Reference, False, where),
         transfer=_transfer(data, where),
         final=_section(data, "final", Final, False, where),
+        evaluation=_section(data, "evaluation", Evaluation, False, where),
     )
     _validate(card, where)
     if origin:
@@ -426,6 +465,19 @@ def _validate(card: TaskCard, where: str) -> None:
     if card.entry.search_args.get("k", obj.k) != obj.k:
         raise TaskError(f"{where}: [entry] search_args k must equal [objective] k ({obj.k})")
     card.entry.search_args.setdefault("k", obj.k)
+    ev = card.evaluation
+    if ev.kind not in ("inprocess", "served"):
+        raise TaskError(f"{where}: [evaluation] kind {ev.kind!r}: expected inprocess or served")
+    if ev.served:
+        if obj.clock != "wall":
+            raise TaskError(f"{where}: a served card is timed on the wall clock: set [objective] clock = \"wall\"")
+        if ev.clients < 1 or ev.warmup < 0 or ev.insert_batch < 1 or ev.timeout_s <= 0:
+            raise TaskError(f"{where}: [evaluation] needs clients >= 1, warmup >= 0, insert_batch >= 1, timeout_s > 0")
+        if card.transfer.simd:
+            raise TaskError(f"{where}: [transfer] simd is for in-process engines (VDBBENCH_SIMD); a served card cannot use it")
+        if card.reference.source == "engine":
+            raise TaskError(f"{where}: a served card's [reference] source must be \"none\" or \"start\"")
+        parse_cpus(ev.cpus, where)
     fin = card.final
     if not 0 < fin.interval < 0.5 or fin.max_seconds <= 0 or fin.min_pairs < 3 or fin.repeat_seconds < 0:
         raise TaskError(f"{where}: [final] needs 0 < interval < 0.5, max_seconds > 0, min_pairs >= 3, repeat_seconds >= 0")

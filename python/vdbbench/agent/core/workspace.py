@@ -324,7 +324,8 @@ def _target_turn(target_dir: Path):
 
 
 def build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildResult:
-    """cargo build the extension crate; copy the shared library to ``out_dir/<module leaf>.so``."""
+    """cargo build the extension crate (or a served card's server binary); copy the product to
+    ``out_dir/<card.artifact>``."""
     with _target_turn(target_dir):
         digest = _claim_target(ws, target_dir)
         res = _build(ws, card, target_dir, out_dir)
@@ -338,7 +339,9 @@ def _build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildRe
     manifest = ws / b.manifest
     # Plain JSON: rustc's diagnostics arrive as compiler messages with their rendered text (with
     # json-render-diagnostics cargo prints them to stderr instead, and no warning was ever seen).
-    cmd = ["cargo", "build", "--lib", "--message-format=json", "--manifest-path", str(manifest)]
+    served = card.evaluation.served  # the crate's server binary, not an extension module
+    target = ["--bin", card.entry.module] if served else ["--lib"]
+    cmd = ["cargo", "build", *target, "--message-format=json", "--manifest-path", str(manifest)]
     cmd += ["--release"] if b.profile == "release" else ["--profile", b.profile]
     if b.package:
         cmd += ["-p", b.package]
@@ -359,14 +362,19 @@ def _build(ws: Path, card: TaskCard, target_dir: Path, out_dir: Path) -> BuildRe
     if rc != 0:
         errors = first_errors(messages) or _stderr_errors(err)
         return BuildResult(False, seconds, None, errors, err_tail)
-    libs = [Path(f) for m in messages if m.get("reason") == "compiler-artifact"
-            and "cdylib" in m.get("target", {}).get("kind", []) for f in m.get("filenames", [])
-            if f.endswith((".so", ".dylib", ".pyd", ".dll"))]
-    if not libs:
-        return BuildResult(False, seconds, None, "the build produced no cdylib; the crate must have crate-type = [\"cdylib\"]", err_tail)
+    if served:
+        libs = [Path(m["executable"]) for m in messages if m.get("reason") == "compiler-artifact" and m.get("executable")]
+        if not libs:
+            return BuildResult(False, seconds, None, f"the build produced no binary named {card.entry.module!r}", err_tail)
+    else:
+        libs = [Path(f) for m in messages if m.get("reason") == "compiler-artifact"
+                and "cdylib" in m.get("target", {}).get("kind", []) for f in m.get("filenames", [])
+                if f.endswith((".so", ".dylib", ".pyd", ".dll"))]
+        if not libs:
+            return BuildResult(False, seconds, None, "the build produced no cdylib; the crate must have crate-type = [\"cdylib\"]", err_tail)
     out_dir.mkdir(parents=True, exist_ok=True)
-    dest = out_dir / f"{card.entry.leaf}.so"
-    tmp = dest.with_suffix(".so.tmp")
+    dest = out_dir / card.artifact
+    tmp = dest.with_name(dest.name + ".tmp")
     shutil.copy2(libs[-1], tmp)
     os.replace(tmp, dest)
     return BuildResult(True, seconds, dest, "", err_tail, first_warnings(messages))

@@ -54,8 +54,7 @@ def libraries(card: TaskCard, run_dir: Path, ws: Path, target_dir: Path | None, 
     from vdbbench.agent.evaluation import reference
 
     run_dir = Path(run_dir)
-    leaf = card.entry.leaf
-    libs = {"best": run_dir / "builds" / "best" / f"{leaf}.so"}
+    libs = {"best": run_dir / "builds" / "best" / card.artifact}
     start = transfer.start_library(card, run_dir, ws, target_dir, emit)
     if start is not None:
         libs["start"] = start

@@ -207,7 +207,7 @@ class Judge:
 
     @property
     def best_lib(self) -> Path:
-        return self.builds / "best" / f"{self.card.entry.leaf}.so"
+        return self.builds / "best" / self.card.artifact
 
     def submit(self, message: str, best_commit: str, best_qps: float | None, iteration: int) -> Decision:
         """Build, test, measure and decide; a clean winner is committed and becomes builds/best."""
@@ -231,9 +231,9 @@ class Judge:
             if not res.ok:
                 return Decision("tests_failed", f"the Rust tests fail: {res.summary}\n{res.failures}", **base)
         # Freeze the build under test: the model cannot change it while it is measured.
-        lib = self.builds / "submitted" / f"{card.entry.leaf}.so"
+        lib = self.builds / "submitted" / card.artifact
         lib.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(self.builds / "current" / f"{card.entry.leaf}.so", lib)
+        shutil.copy2(self.builds / "current" / card.artifact, lib)
         test = SequentialTest.for_card(card)
         report = self.evaluator.run("heldout", lib, self.best_lib, stop=test.stop, fresh=True)
         self.emit("evaluation", **report.journal_payload())

@@ -124,7 +124,7 @@ class Targets:
         return targets(self.card, include_here)
 
     def evaluator(self, t: Target):
-        from vdbbench.agent.evaluation.evaluator import Evaluator
+        from vdbbench.agent.evaluation.served import evaluator_for
 
         if t.key in self._evaluators:
             return self._evaluators[t.key]
@@ -136,7 +136,7 @@ class Targets:
             return None
         try:
             data = self.here if t.dataset is None else load_data(t.dataset, self.card)
-            ev = Evaluator(card_for(self.card, data) if t.dataset is not None else
+            ev = evaluator_for(card_for(self.card, data) if t.dataset is not None else
                            dataclasses.replace(self.card, limits=dataclasses.replace(self.card.limits, keep_best_worker=False)),
                            data, self.run_dir, env=t.env)
         except TransferMissing as exc:
@@ -156,18 +156,18 @@ def threshold(floor: float, start_recall: float | None) -> float:
 
 def start_library(card: TaskCard, run_dir: Path, ws: Path, target_dir: Path | None,
                   emit: Callable[..., dict] | None = None) -> Path | None:
-    """The start version's library, builds/start/<leaf>.so: kept from the first best when the judge
+    """The start version's library (or server binary), builds/start/<card.artifact>: kept from the first best when the judge
     saw it, else built once from the workspace's start commit (needs the cargo target folder)."""
     from vdbbench.agent.core import workspace as wsp
 
-    leaf = card.entry.leaf
-    lib = Path(run_dir) / "builds" / "start" / f"{leaf}.so"
+    leaf = card.artifact
+    lib = Path(run_dir) / "builds" / "start" / leaf
     if lib.exists():
         return lib
     start = wsp.start_commit(ws)
     best = Path(run_dir) / "builds" / "best"
     marker = best / "COMMIT"
-    if (best / f"{leaf}.so").exists() and marker.exists() and marker.read_text().strip() == start:
+    if (best / leaf).exists() and marker.exists() and marker.read_text().strip() == start:
         keep_start(run_dir, leaf)
         return lib
     if target_dir is None:
@@ -182,10 +182,11 @@ def start_library(card: TaskCard, run_dir: Path, ws: Path, target_dir: Path | No
     return lib if res.ok and lib.exists() else None
 
 
-def keep_start(run_dir: Path, leaf: str) -> None:
-    """Copy builds/best/<leaf>.so to builds/start/ (while the best is still the start version)."""
-    src = Path(run_dir) / "builds" / "best" / f"{leaf}.so"
-    dst = Path(run_dir) / "builds" / "start" / f"{leaf}.so"
+def keep_start(run_dir: Path, artifact: str) -> None:
+    """Copy builds/best/<artifact> to builds/start/ (while the best is still the start version);
+    `artifact` is the card's build product's file name (TaskCard.artifact)."""
+    src = Path(run_dir) / "builds" / "best" / artifact
+    dst = Path(run_dir) / "builds" / "start" / artifact
     if src.exists() and not dst.exists():
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst)

@@ -32,6 +32,7 @@ from vdbbench.agent.core.workspace import BuildResult, TestResult
 from vdbbench.agent.evaluation import final
 from vdbbench.agent.evaluation.eval_data import make_eval_data
 from vdbbench.agent.evaluation.evaluator import Evaluator
+from vdbbench.agent.evaluation.served import evaluator_for
 from vdbbench.agent.evaluation.judge import Judge, decision_text
 from vdbbench.agent.session import compaction, prompts, review, startup
 from vdbbench.agent.session.budget import Budgets, PriceTable, exceeded, price_table
@@ -174,7 +175,7 @@ class Session:
             damage = startup.damage_text(self.journal)
             say_warning(damage)
             self.emit("error", where="journal", text=damage)
-        self.evaluator = Evaluator(card, make_eval_data(card), self.run_dir)
+        self.evaluator = evaluator_for(card, make_eval_data(card), self.run_dir)
         if resumed:
             startup.restore(self)
         else:
@@ -363,11 +364,11 @@ class Session:
 
     @property
     def current_lib(self) -> Path:
-        return self.builds / "current" / f"{self.card.entry.leaf}.so"
+        return self.builds / "current" / self.card.artifact
 
     @property
     def best_lib(self) -> Path:
-        return self.builds / "best" / f"{self.card.entry.leaf}.so"
+        return self.builds / "best" / self.card.artifact
 
     def run_tests(self) -> TestResult:
         """cargo test of the working copy; a pass is remembered until the code changes."""

@@ -64,7 +64,7 @@ def restore(session: SessionApi) -> None:
     else:
         session.best = Best(head, None, None)
     marker = session.builds / "best" / "COMMIT"
-    lib = session.builds / "best" / f"{session.card.entry.leaf}.so"
+    lib = session.builds / "best" / session.card.artifact
     if not (lib.exists() and marker.exists() and marker.read_text().strip() == head):
         src = session.run_dir / "best-src"
         wsp.export_tree(session.ws, head, src)
@@ -129,7 +129,7 @@ def baseline(session: SessionApi):
         raise SessionError(f"the start version does not build:\n{res.errors}")
     head = wsp.head(session.ws)
     (session.builds / "best" / "COMMIT").write_text(head)
-    report = session.evaluator.run("heldout", session.builds / "best" / f"{session.card.entry.leaf}.so", None)
+    report = session.evaluator.run("heldout", session.builds / "best" / session.card.artifact, None)
     session.emit("evaluation", **report.journal_payload())
     if report.failure:
         raise SessionError(f"the start version fails under the harness: {report.failure.text}")

@@ -401,6 +401,9 @@ def benchmark(s: Session, nprobe: int | None = None, rerank: int | None = None,
 def profile(s: Session, nprobe: int | None = None, rerank: int | None = None, perf: bool = True) -> ToolResult:
     """Timed dev searches of the working copy in one process: QPS, every field of the last call's
     last_search_stats(), and perf samples of the same process where the machine has perf."""
+    if s.card.evaluation.served:
+        return ToolResult("profile loads an in-process engine; this task's engine is a server: measure it with `benchmark`",
+                          ok=False)
     ok, text, _ = s.build_current()
     if not ok:
         return ToolResult(f"cannot profile: {text}", ok=False)
