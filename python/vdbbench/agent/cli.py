@@ -18,6 +18,7 @@ def register(subparsers) -> None:
     run = sub.add_parser("run", help="start a session on a task card")
     run.add_argument("--task", required=True, help="task card (TOML), e.g. agent/tasks/optimize-ivf.toml")
     run.add_argument("--run-id", help="name of the run folder (default: time stamp + task name)")
+    run.add_argument("--cpus", help="served cards: the servers' cores as a taskset list, e.g. 0-3 (default: the card's)")
     _model_args(run, required=True)
     _common_args(run)
     run.set_defaults(func=cmd_run)
@@ -37,6 +38,10 @@ def register(subparsers) -> None:
     from vdbbench.agent.reports.report_cli import register_report_commands
 
     register_report_commands(sub)
+
+    from vdbbench.agent import evaluate_entry
+
+    evaluate_entry.register(sub)
 
     from vdbbench.agent.tournaments.tournament_cli import register_tournament_commands
 
@@ -135,6 +140,11 @@ def cmd_run(args) -> int:
 
     try:
         card = load_task(args.task)
+        if args.cpus is not None:
+            from vdbbench.agent.core.task import parse_cpus
+
+            parse_cpus(args.cpus, "--cpus")
+            card.evaluation.cpus = args.cpus  # journaled with the card in session_start
     except TaskError as exc:
         raise UsageError(str(exc)) from None
     model = _model(args.model, args.base_url, args)

@@ -400,6 +400,16 @@ def _submissions_html(subs: Sequence[dict]) -> Raw:
                  row_attrs=attrs, id="submissions")
 
 
+def _published_html() -> Raw:
+    """The public leaderboard's published rows beside a served session: their machine's figures,
+    labelled, in a section of their own (no figure of this session is compared with them here)."""
+    from vdbbench.agent.reports import published
+
+    return Raw(f'<h2 id="published">{esc(published.heading())}</h2>'
+               + table(published.HEADERS, published.table_rows(), left=(0, 1, 6), id="published-rows")
+               + f'<p class="note">{esc(published.caption())}</p>')
+
+
 def session_page(run: str | Path, title: str | None = None) -> str:
     """The session page's HTML for a run folder (or its journal file)."""
     events = load_events(run)
@@ -433,6 +443,8 @@ def session_page(run: str | Path, title: str | None = None) -> str:
     body.append("<h2>Accepted changes</h2>" + _accepted_html(events, subs))
     body.append('<p class="note">gain: the median over interleaved repeats against the best in the same run.</p>')
     body.append(f"<h2>All submissions ({len(subs)})</h2>" + _submissions_html(subs))
+    if ((start.get("task") or {}).get("card") or {}).get("evaluation", {}).get("kind") == "served":
+        body.append(_published_html())
     body.append(f"<footer>Written by <code>vdbbench agent report --html</code> from {esc(journal_path(run))} "
                 f"({len(events):,} events); self-contained (plotly.js inlined), it needs no server and no network."
                 "</footer>")

@@ -131,8 +131,18 @@ def diff_vs_best(ws: Path, card: TaskCard, stat: bool = False) -> str:
     return git(ws, "diff", *(["--stat"] if stat else []), "HEAD", "--", *_specs(card)).strip()
 
 
+def _add_editable(ws: Path, card: TaskCard) -> None:
+    """Stage every change of the editable files. A glob that matches no file, in the working copy
+    or the best (a folder the model has not made yet), is left out: git refuses a pathspec that
+    matches nothing."""
+    specs = [s for s in _specs(card)
+             if git(ws, "ls-files", "--cached", "--others", "--exclude-standard", "--", s).strip()]
+    if specs:
+        git(ws, "add", "-A", "--", *specs)
+
+
 def commit_editable(ws: Path, card: TaskCard, message: str) -> str:
-    git(ws, "add", "-A", "--", *_specs(card))
+    _add_editable(ws, card)
     git(ws, "commit", "-q", "-m", message)
     return head(ws)
 
@@ -454,7 +464,7 @@ def run_tests(ws: Path, card: TaskCard, target_dir: Path) -> TestResult:
 def prepare_commit(ws: Path, card: TaskCard, message: str) -> str:
     """Stage the editable files and make a commit object on top of HEAD without moving the
     branch (so it can be audited first); `adopt_commit` makes it the best."""
-    git(ws, "add", "-A", "--", *_specs(card))
+    _add_editable(ws, card)
     tree = git(ws, "write-tree").strip()
     return git(ws, "commit-tree", tree, "-p", "HEAD", "-m", message).strip()
 

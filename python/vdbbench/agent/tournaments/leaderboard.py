@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from vdbbench.agent.evaluation import final as final_mod
 from vdbbench.agent.evaluation.eval_report import fmt_qps
+from vdbbench.agent.reports import published as published_mod
 from vdbbench.agent.reports.report import ReportError, best_curve, load_events, totals
 from vdbbench.agent.reports.report_plots import plain_text
 from vdbbench.agent.tournaments.tournament import MANIFEST
@@ -253,6 +254,7 @@ def rollout(run: Path, target: float, model: str | None = None) -> dict[str, Any
         "nodes": nodes,
         "cpu_model": cpu,
         "html": _html(run),
+        "served": any(((s.get("task") or {}).get("card") or {}).get("evaluation", {}).get("kind") == "served" for s in starts),
         "journal_problems": info["journal_problems"],  # a damaged journal: the row is partial
     }
 
@@ -267,7 +269,7 @@ def check_target(target: float) -> None:
         raise ReportError(f"--target must be a fraction of the reference QPS such as 0.95, got {target}")
 
 
-def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, Any]:
+def leaderboard(runs: Sequence[str | Path], target: float = 0.95, published: bool = False) -> dict[str, Any]:
     """Rollouts grouped by model, best model first (by median best/reference ratio when every
     model with a result has one, else by median speed-up over the start, else by median best QPS;
     models without a result last). The medians and the fraction are over the rollouts that count
@@ -342,7 +344,10 @@ def leaderboard(runs: Sequence[str | Path], target: float = 0.95) -> dict[str, A
         notes.append("the sessions are on different tasks: " + ", ".join(tasks))
     return {"schema": "vdbbench.agent-leaderboard/1", "target": target, "ranked_by": key, "notes": notes,
             "manifest_problems": manifest_problems,
-            "nodes": hosts, "cpu_models": cpus, "models": models, "rollouts": rows}
+            "nodes": hosts, "cpu_models": cpus, "models": models, "rollouts": rows,
+            # The public leaderboard's rows, beside served sessions (or when asked): their machine's
+            # figures, kept apart from every median above.
+            "published": published_mod.load() if published or any(r.get("served") for r in rows) else None}
 
 
 def left_out(board: Mapping[str, Any]) -> list[str]:
@@ -431,6 +436,8 @@ def to_markdown(board: Mapping[str, Any], png: str | None = None) -> str:
                    f"| {', '.join(r['nodes']) or '?'} | {page} |")
     if png:
         out += ["", f"Staircases: {png}"]
+    if board.get("published"):
+        out += ["", published_mod.markdown().rstrip("\n")]
     return "\n".join(out) + "\n"
 
 

@@ -48,6 +48,9 @@ def register_tournament_commands(sub) -> None:
     b.add_argument("--target", type=float, default=0.95,
                    help="a rollout reached the target when its best QPS >= TARGET x the reference (the project's "
                         "engine measured on the same node; default 0.95)")
+    b.add_argument("--published", action="store_true",
+                   help="also show the public vector-db-bench leaderboard's published rows as reference, labelled with "
+                        "their machine (shown anyway when a session is of a served card; never in the medians)")
     b.add_argument("--json", metavar="FILE", help="also write the leaderboard as JSON")
     b.add_argument("--markdown", metavar="FILE", help="also write the Markdown to FILE")
     b.add_argument("-o", "--output", metavar="PNG", default="leaderboard.png",
@@ -69,7 +72,7 @@ def cmd_leaderboard(args) -> int:
     from vdbbench.agent.tournaments.leaderboard import leaderboard, write_all
 
     try:
-        board = leaderboard(args.runs, target=args.target)
+        board = leaderboard(args.runs, target=args.target, published=args.published)
         text = write_all(board, Path(args.output), Path(args.markdown) if args.markdown else None,
                          Path(args.json) if args.json else None)
     except ReportError as exc:
