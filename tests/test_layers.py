@@ -22,6 +22,8 @@ LAYERS = (
     ("vdbbench._rust_vdb", "vdbbench"),
     ("vdbbench.common",),
     ("vdbbench.datasets", "vdbbench.adapters"),
+    # Served engines: the HTTP client and server processes, below the benchmark and the agent that drive them.
+    ("vdbbench.served",),
     # Peers and the benchmark meet in the adapter registry, which names peers without importing them.
     ("vdbbench.peers", "vdbbench.bench"),
     # The agent's rooms, lowest first: what they share, the judge, the session loop, reading

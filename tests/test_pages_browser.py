@@ -200,7 +200,7 @@ def session_run(browser, tmp_path_factory):
 
 
 def test_benchmark_page_loads_draws_and_fetches_nothing(browser, tmp_path):
-    """The 1M run of the README (ours and six faiss peers, batch and single at 1 and 2 threads)."""
+    """The 1M run of perf.md's third pass (ours and six faiss peers, batch and single at 1 and 2 threads)."""
     from selenium.webdriver import ActionChains
 
     from vdbbench.pages.bench import pareto, timed

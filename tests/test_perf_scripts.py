@@ -105,7 +105,7 @@ def test_heldout_check_reads_a_data_set_given_by_path(env, tmp_path):
 
 
 def test_heldout_check_rechecks_each_headline_on_unseen_queries(env, peer_run):
-    # as the README types it, `FOLDER/ivf.json FOLDER/*.json`: each result checked once, ours first
+    # as benchmarks/results/README.md types it, `FOLDER/ivf.json FOLDER/*.json`: each result checked once, ours first
     proc = run(env, "heldout_check.py", str(peer_run / "ivf.json"), str(peer_run / "faiss-ivf-flat.json"),
                str(peer_run / "ivf.json"), "--queries", "200", "--reselect", ok=(0, 1))
     lines = re.findall(r"^\S+ (batch|single) (\d)t .*: recall@10 ([\d.]+) \(lower bound ([\d.]+)\) on the run's 300 "

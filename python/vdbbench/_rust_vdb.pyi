@@ -55,6 +55,29 @@ def supports_reorder(dim: int, metric: str, storage: str) -> bool:
     ``search(..., reorder=R)`` is accepted: metric "l2", storage "u8+f16", dim a multiple of 4
     in 8..1032. InvalidInput for an unknown metric or storage, or dim < 1."""
 
+def http_bulk_insert(url: str, vectors: np.ndarray, ids: np.ndarray, batch: int = 1000,
+                     timeout_s: float = 600.0) -> int:
+    """POST /bulk_insert of float32 (n, dim) ``vectors`` with uint64 (n,) ``ids``, ``batch`` rows a
+    request, on one kept-alive connection; the sum of the server's ``inserted``. ConnectionError
+    when the server cannot be reached, RuntimeError for a non-2xx or off-API answer."""
+
+def http_query(url: str, queries: np.ndarray, order: np.ndarray, top_k: int = 10, clients: int = 4,
+               warmup: int = 0, timeout_s: float = 30.0) -> dict:
+    """POST /search of float32 ``queries`` rows in uint64 ``order``, ``clients`` requests in flight
+    (one thread and connection each), after ``warmup`` rows sent by one client. A dict per position
+    of ``order``: ids (m, top_k) int64 (-1 padded), distances (m, top_k) float64, latency_s (m,)
+    (NaN where failed); wall_s, errors, first_error, warmup_errors."""
+
+class NullServer:
+    """A server on 127.0.0.1 that answers every request at once with ten fixed hits: the client's
+    own ceiling."""
+    def __init__(self, port: int = 0) -> None: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def url(self) -> str: ...
+    def stop(self) -> None: ...
+
 class FlatIndex:
     """Exact (brute-force) search over float32 vectors: the reference.
 

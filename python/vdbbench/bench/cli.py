@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import os
 import sys
@@ -12,23 +11,13 @@ from pathlib import Path
 from rich.markup import escape
 
 from vdbbench.common.errors import UsageError
+from vdbbench.bench.run_setup import int_list as _int_list
 from vdbbench.common.recall import RECALL_TARGET, check_confidence
 
 # faiss (OpenMP) shares the process with our rayon pool during a run: its threads must wait
 # passively or they spin on a core after each call. This has to be set before faiss is first
 # imported, and any area may import it, so it is set when the CLI is assembled.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def _int_list(flag: str, text: str, allow_zero: bool = False) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise UsageError(f"{flag} expects comma-separated integers (e.g. 1,2,4), got {text!r}") from None
-    low = 0 if allow_zero else 1
-    if not values or any(v < low for v in values):
-        raise UsageError(f"{flag} expects integers >= {low}, got {text!r}")
-    return values
 
 
 def _float_list(flag: str, text: str) -> tuple[float, ...]:
@@ -57,7 +46,7 @@ def register(subparsers) -> None:
         "and a headline table. Exit 0: target reached; 1: target missed (files still written); "
         "2: bad usage.",
     )
-    run.add_argument("--index", default="ivf", help=f"index under test ({', '.join(index_names())}); default ivf")
+    run.add_argument("--index", help=f"index under test ({', '.join(index_names())}); default ivf (none with --target)")
     run.add_argument("--dataset", default="sift-1m", help="dataset name or file; default sift-1m")
     run.add_argument("--compare", default="", help="comma-separated peers to run alongside (e.g. faiss-ivf-flat,faiss-hnsw)")
     run.add_argument("--nlist", type=int, help="IVF lists (ours and faiss IVF peers); default 4*sqrt(n)")
@@ -79,7 +68,26 @@ def register(subparsers) -> None:
     run.add_argument("--mode", default="batch,single",
                      help="batch, single and/or concurrent (default batch,single); concurrent: --clients "
                      "threads each issue one query per call for --duration seconds")
-    run.add_argument("--clients", default="1,4,8,16", help="client counts of --mode concurrent (default 1,4,8,16)")
+    run.add_argument("--clients", help="client counts of --mode concurrent (default 1,4,8,16) and of --target "
+                     "(default 1,2,4,8)")
+    served = run.add_argument_group(
+        "served targets", "measure vector servers over HTTP as the seed harness's client does (POST /bulk_insert, "
+        "then POST /search, one query per request): each target is loaded, warmed up and timed at every --clients "
+        "count in interleaved rounds; recall@10 both as exact ids (the leaderboard's gate) and tie-aware")
+    served.add_argument("--target", action="append", default=[],
+                        help="a server: http://HOST:PORT (already running, empty), 'serve' (our vdbbench serve, "
+                        "started here) or a Cargo folder that serves the API (built and started here with PORT set); "
+                        "repeat or comma-separate for several")
+    served.add_argument("--serve-args", default="", help="flags for the 'serve' target, e.g. \"--recall-target 0.96\"")
+    served.add_argument("--server-cpus", help="pin started servers to these CPUs (taskset list, e.g. 0 or 0-3); "
+                        "default: not pinned")
+    served.add_argument("--client-cpus", help="pin this process (the client threads) to these CPUs; default: not pinned")
+    served.add_argument("--rounds", type=int, default=3, help="interleaved rounds per target and client count (default 3)")
+    served.add_argument("--warmup", type=int, default=1000, help="warm-up queries, one client, before timing (default 1000)")
+    served.add_argument("--no-insert", action="store_true", help="the URL targets already hold the base vectors")
+    served.add_argument("--client", action="append", default=[],
+                        help="also run another client on the same data: kcores=PATH (the seed harness's "
+                        "vector-db-benchmark binary), against a fresh instance of each started target")
     run.add_argument("--duration", type=float, default=2.0,
                      help="seconds each client count of --mode concurrent runs (default 2)")
     run.add_argument("--time-points", default="frontier", choices=("frontier", "all"),
@@ -133,54 +141,10 @@ def register(subparsers) -> None:
 
 # ---------------------------------------------------------------- run
 
-
-def _out_dir(args) -> Path:
-    if args.out:
-        return Path(args.out)
-    root = Path("vdbbench-results")
-    if args.resume:
-        partials = sorted(root.glob("*/*.partial.json")) if root.is_dir() else []
-        if not partials:
-            raise UsageError("--resume: no interrupted run under ./vdbbench-results; pass --out DIR")
-        return partials[-1].parent
-    return root / _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-def _check_writable(out: Path) -> None:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"cannot write results to {out}: {exc.strerror or exc}") from None
-
-
-def _check_same_data(out: Path, ds) -> None:
-    """Refuses an --out that already holds results (not a resumable run's .partial.json files)
-    measured on other data than ``ds`` (another dataset, or another --queries count): this run
-    would write its files beside them (or over some of them), a mixture report, plot and gate
-    then refuse. A rerun on the same data, and --resume, pass."""
-    from vdbbench.bench.results import dataset_sha256, load_result, measured_on
-
-    here = (dataset_sha256(ds), ds.nq)
-    others: dict[tuple, list[str]] = {}
-    for f in sorted(out.glob("*.json")):
-        if f.name.endswith(".partial.json"):
-            continue
-        try:
-            r = load_result(f)
-        except ValueError:  # not a result (or a damaged one): not this check's business
-            continue
-        if measured_on(r) != here:
-            others.setdefault((r["dataset"]["name"], r["dataset"]["nq"]), []).append(f.name)
-    if others:
-        (name, nq), files = next(iter(others.items()))
-        what = f"{name} (nq={nq:,})" if name == ds.name else name
-        raise UsageError(
-            f"{out} already holds results measured on {what} ({', '.join(files)}), not on {ds.name} "
-            f"(nq={ds.nq:,}) as this run: their files would be mixed with this run's; pass another --out "
-            "(or remove those files)")
+from vdbbench.bench.run_setup import check_same_data as _check_same_data  # noqa: E402
+from vdbbench.bench.run_setup import check_writable as _check_writable  # noqa: E402
+from vdbbench.bench.run_setup import load_dataset as _load_dataset  # noqa: E402
+from vdbbench.bench.run_setup import out_dir as _out_dir  # noqa: E402
 
 
 def _options(args):
@@ -210,7 +174,7 @@ def _config(args):
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise UsageError(f"--mode expects batch, single and/or concurrent, got {args.mode!r}")
-    clients = _int_list("--clients", args.clients)
+    clients = _int_list("--clients", args.clients or "1,4,8,16")
     if not 0 < args.duration < math.inf:  # nan and inf too: a concurrent run would never end
         raise UsageError(f"--duration expects seconds > 0, got {args.duration}")
     if args.repeats < 1:
@@ -232,35 +196,6 @@ def _config(args):
         single_queries=args.single_queries, use_cache=not args.no_cache, options=_options(args),
         extra_points=extra, stat=args.stat, time_points=args.time_points, clients=clients,
         duration_s=args.duration, recall_confidence=args.recall_confidence,
-    )
-
-
-def _load_dataset(name: str, queries: int | None, console):
-    from vdbbench.bench import data
-
-    try:
-        console.print(f"loading dataset {name} (with exact ground truth)")
-        ds = data.resolve(name)  # the loader shows its own progress for long downloads / ground truth
-    except KeyError as exc:
-        msg = exc.args[0] if exc.args else name
-        if "valid" not in str(msg):
-            msg = f"unknown dataset {name!r}: {msg}; valid: {', '.join(data.known_names())}"
-        raise UsageError(str(msg)) from None
-    except (FileNotFoundError, ValueError) as exc:
-        raise UsageError(f"cannot load dataset {name!r}: {exc}") from None
-    except OSError as exc:  # DownloadError: offline, or a download that did not verify
-        raise UsageError(f"cannot load dataset {name!r}: {exc}") from None
-    if queries is not None:
-        ds = _subset_queries(ds, queries)
-    return ds
-
-
-def _subset_queries(ds, nq: int):
-    if nq >= ds.nq:
-        return ds
-    return replace(
-        ds, test=ds.test[:nq].copy(), neighbors=ds.neighbors[:nq].copy(), distances=ds.distances[:nq].copy(),
-        extra={**ds.extra, "queries_used": nq, "queries_total": ds.nq},
     )
 
 
@@ -326,6 +261,14 @@ def cmd_run(args) -> int:
     from vdbbench.bench import results
 
     console = Console(stderr=True)
+    if args.target:
+        if args.index or args.compare:
+            raise UsageError("--target measures servers; run in-process indexes (--index, --compare) in their own "
+                             "command with the same --out, and the report shows both")
+        from vdbbench.bench.served_cli import cmd_run_targets
+
+        return cmd_run_targets(args, console)
+    args.index = args.index or "ivf"
     names = [args.index] + [n for n in _names(args.compare) if n != args.index]
     known = index_names()
     unknown = [n for n in names if n not in known]

@@ -168,8 +168,8 @@ def concurrent_markdown(runs: list[dict], target: float | None = None) -> str:
     if not rows:
         return ""
     c = next(r["concurrent"] for r in runs if r.get("concurrent"))
-    lines = ["", f"Concurrent clients (threads, one query per call, {c['duration_s']:g} s per level; "
-             "QPS is the total over clients):", "",
+    per_level = f", {c['duration_s']:g} s per level" if c.get("duration_s") else ""
+    lines = ["", f"Concurrent clients (one query per call{per_level}; QPS is the total over clients):", "",
              "| " + " | ".join(_CONC_HEADERS) + " |", "|" + "---|" * len(_CONC_HEADERS)]
     lines += ["| " + " | ".join(_conc_cells(row)) + " |" for row in rows]
     missed = [r["index"]["name"] for r in runs if r.get("concurrent") and not r["concurrent"].get("reaches_target")]
@@ -273,3 +273,72 @@ def bandwidth_markdown(runs: list[dict]) -> str:
             lines.append(f"| {r['index']['name']} | {h['mode']} @ {h['threads']}t | {per_vec} | {bpq:,.0f} | "
                          f"{rate:.1f} | {share:.2f} of {h['threads']} core{'s' if h['threads'] > 1 else ''} |")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def served_rows(runs: list[dict]) -> list[dict]:
+    """One row per served target and client count (results of `vdbbench run --target`)."""
+    rows = []
+    for r in runs:
+        c = r.get("concurrent")
+        if not c or c.get("workers") != "http":
+            continue
+        for lv in c["levels"]:
+            rs = lv.get("qps_rounds") or [lv["qps"]]
+            rows.append({"index": r["index"]["name"], "spread": f"{min(rs):,.0f}-{max(rs):,.0f}", **lv,
+                         "cheat": "pass" if lv["anti_cheat"]["passed"] else "FAIL",
+                         "ceiling": lv.get("client_ceiling_qps"), "ratio": _served_ratio(r, lv["clients"])})
+    return rows
+
+
+def _served_ratio(result: dict, clients: int) -> str:
+    ratio = (result.get("served") or {}).get("ratios") or {}
+    one = (ratio.get("by_clients") or {}).get(str(clients))
+    if not one:
+        return ""
+    return f"{one['median']:.2f}x [{one['low']:.2f}-{one['high']:.2f}] of {ratio['over']}"
+
+
+_SERVED_HEADERS = ["server", "clients", "QPS", "QPS rounds", "p50 ms", "p95 ms", "p99 ms", "recall10 ids",
+                   "recall10 tie-aware", "anti-cheat", "failed", "client ceiling QPS", "ratio (per-round range)"]
+
+
+def _served_cells(row: dict) -> list[str]:
+    tie = row.get("recall10")
+    ceiling = row.get("ceiling")
+    return [row["index"], str(row["clients"]), f"{row['qps']:,.0f}", row["spread"], f"{row['p50_ms']:.3f}",
+            f"{row['p95_ms']:.3f}", f"{row['p99_ms']:.3f}", f"{row['recall10_ids']:.4f}",
+            "-" if tie is None else f"{tie:.4f}", row["cheat"], str(row.get("errors", 0)),
+            "-" if not ceiling else f"{ceiling:,.0f}" + (" (client-bound)" if row.get("client_bound") else ""),
+            row["ratio"]]
+
+
+def served_table(runs: list[dict], title: str = "") -> Table:
+    table = Table(title=title or None, header_style="bold")
+    for i, h in enumerate(_SERVED_HEADERS):
+        table.add_column(h, justify="left" if i in (0, 3, 9, 12) else "right")
+    for row in served_rows(runs):
+        table.add_row(*_served_cells(row))
+    return table
+
+
+def served_markdown(runs: list[dict], target: float) -> str:
+    """The served levels as a markdown table, with how they were measured."""
+    rows = served_rows(runs)
+    if not rows:
+        return ""
+    run = next(r for r in runs if r.get("served"))["run"]
+    lines = ["", f"Served over HTTP (one query per request; {run.get('rounds', 1)} interleaved round(s) per client "
+             f"count, QPS of the median round; recall@10 gate {target:g} on exact ids, as the seed harness scores):",
+             "", "| " + " | ".join(_SERVED_HEADERS) + " |", "|" + "---|" * len(_SERVED_HEADERS)]
+    lines += ["| " + " | ".join(_served_cells(row)) + " |" for row in rows]
+    for r in runs:
+        k = (r.get("served") or {}).get("kcores_client") or {}
+        if "benchmark" in k:
+            b = k["benchmark"]
+            lines.append(f"\n{r['index']['name']}, the seed harness's own client (concurrency {b.get('concurrency')}): "
+                         f"{b['qps']:,.0f} QPS, recall {b['recall']:.4f}, p50 {b.get('p50_latency_ms', 0):.3f} ms, "
+                         f"p99 {b.get('p99_latency_ms', 0):.3f} ms, anti-cheat "
+                         f"{'pass' if (k.get('anti_cheat') or {}).get('passed') else 'FAIL'}.")
+        elif k.get("skipped"):
+            lines.append(f"\n{r['index']['name']}: the seed harness's client not run ({k['skipped']}).")
+    return "\n".join(lines) + "\n"

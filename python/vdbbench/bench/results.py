@@ -14,9 +14,9 @@ from pathlib import Path
 SCHEMA = "vdbbench.result/1"
 # Additions a /1 reader may ignore (docs/result-schema.md): 1 = index.source, swept (points
 # swept for recall, with "timed"), run.time_points, concurrent (client levels); 2 =
-# build.hugepages; 3 = headline rivals; 4 = recall10_se, recall10_low, run.recall_confidence.
-# Absent = 0.
-SCHEMA_MINOR = 4
+# build.hugepages; 3 = headline rivals; 4 = recall10_se, recall10_low, run.recall_confidence;
+# 5 = served targets (concurrent.workers "http", served). Absent = 0.
+SCHEMA_MINOR = 5
 _REQUIRED = ("schema", "dataset", "index", "machine", "build", "points", "headline")
 
 
@@ -81,6 +81,25 @@ def dataset_sha256(ds) -> str:
         h.update(memoryview(arr.astype("float32", copy=False).tobytes(order="C")))
     ds.sha256 = h.hexdigest()
     return ds.sha256
+
+
+def dataset_record(dataset, sha: str) -> dict:
+    """The `dataset` object of a result: what was measured, and what was asked for."""
+    return {
+        "name": dataset.name,
+        "n": dataset.n,
+        "dim": dataset.dim,
+        "nq": dataset.nq,
+        "metric": dataset.metric,
+        "sha256": sha,
+        "synthetic": bool(dataset.synthetic),
+        "source": dataset.source,
+        # what the user asked for, and why something else was measured (offline fallback)
+        "requested": dataset.extra.get("requested"),
+        "fallback_reason": dataset.extra.get("fallback_reason"),
+        # --queries N measures the first N queries only; the hash identifies the full set
+        "nq_total": int(dataset.extra.get("queries_total", dataset.nq)),
+    }
 
 
 def point_key(params: dict) -> str:

@@ -342,21 +342,7 @@ def run_index(
         "created": results.now_iso(),
         "vdbbench_version": _version(),
         "git": results.git_info(),
-        "dataset": {
-            "name": dataset.name,
-            "n": dataset.n,
-            "dim": dataset.dim,
-            "nq": dataset.nq,
-            "metric": dataset.metric,
-            "sha256": sha,
-            "synthetic": bool(dataset.synthetic),
-            "source": dataset.source,
-            # what the user asked for, and why something else was measured (offline fallback)
-            "requested": dataset.extra.get("requested"),
-            "fallback_reason": dataset.extra.get("fallback_reason"),
-            # --queries N measures the first N queries only; the hash identifies the full set
-            "nq_total": int(dataset.extra.get("queries_total", dataset.nq)),
-        },
+        "dataset": results.dataset_record(dataset, sha),
         "index": {"name": adapter.name, "params": adapter.build_params(), "source": _source(adapter)},
         "machine": {**results.machine_info(_simd(adapter), adapter.versions()),
                     "read_gbps_1t": round(read_gbps_once(), 2)},

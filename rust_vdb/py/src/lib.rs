@@ -9,6 +9,7 @@ mod defaults;
 mod errors;
 mod flat;
 mod ivf;
+mod load;
 mod stats;
 
 use pyo3::prelude::*;
@@ -83,6 +84,9 @@ fn _rust_vdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<flat::FlatIndex>()?;
     m.add_class::<ivf::IvfIndex>()?;
+    m.add_class::<load::NullServer>()?;
+    m.add_function(wrap_pyfunction!(load::http_bulk_insert, m)?)?;
+    m.add_function(wrap_pyfunction!(load::http_query, m)?)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(available_simd_levels, m)?)?;
     m.add_function(wrap_pyfunction!(set_simd_level, m)?)?;

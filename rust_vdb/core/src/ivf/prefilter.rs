@@ -270,9 +270,9 @@ impl IvfIndex {
 /// row, so a cut is a selection of plain integers and ties go to the earlier place, the same
 /// on every run. The word is a u64 (sum in the top 16 bits, the list above `row_bits` bits of
 /// row) where the index's lists and rows fit 48 bits, which is every index of fewer than 2^24
-/// lists and 2^24 vectors and most beyond; else a u128. (A histogram of the sums that kept the
-/// threshold at the k-th best, as a heap would, measured 0.98x: the cuts are not what the scan
-/// waits on.)
+/// lists and 2^24 vectors and most beyond; else a u128. (Keeping the threshold at the k-th best
+/// with a histogram of the sums, as a heap would, does not pay: the cuts are not what the scan
+/// waits on; benchmarks/results/perf-prefilter.md.)
 #[derive(Default)]
 struct FsCands {
     k: usize,

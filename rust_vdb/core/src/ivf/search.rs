@@ -24,8 +24,7 @@ use crate::validate;
 /// Queries searched together by one task: the lists they share are scanned back to back.
 /// Parallel calls use smaller blocks when there are too few queries to keep threads busy.
 /// The more queries a block holds, the fuller each list's query tiles and the fewer times a
-/// list is read from memory: 2,000 queries in one block rather than two ran 1.13x the QPS
-/// (photo-sift-a, VNNI, one thread; 1.09x on AVX2), the same ids.
+/// list is read from memory (benchmarks/HISTORY.md, 2026-12-05 day: blocks of up to 2,048).
 const SCAN_BLOCK: usize = 2048;
 
 /// Blocks of at least this many queries route by tiles (`SuperRouting::route_tile`) where the

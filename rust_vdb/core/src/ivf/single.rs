@@ -263,7 +263,8 @@ impl IvfIndex {
 
 thread_local! {
     /// The heap and buffers of a thread sharing one query's lists (`scan_split`), kept across
-    /// calls: growing fresh ones in every call made two threads 0.8x the speed of one.
+    /// calls: growing fresh ones in every call costs a helper more than its share of the scan
+    /// saves (benchmarks/results/perf-split-codes.md).
     static BUFS: std::cell::RefCell<SplitBufs> = std::cell::RefCell::new(SplitBufs::default());
 }
 

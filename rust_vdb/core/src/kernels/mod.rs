@@ -105,16 +105,16 @@ pub struct Kernels {
     /// `l2_u8_batch` for rows whose `u8_row_term`s are known: `out[r] = sum((q - x_r)^2)`,
     /// exactly (dims below 66051), given `terms[r] == u8_row_term(x_r)` (wrong terms give
     /// wrong distances). It rewrites the distance as `sum(q^2) + term(x) - 2 * sum((q - 128) *
-    /// x)`, a dot product of u8 rows with an i8 query: with VNNI one `vpdpbusd` per 64 dims
-    /// (2.4x `l2_u8_batch` at dim 128), with AVX2 `vpmaddwd` on even and odd bytes (1.45x), or
-    /// one `vpmaddubsw` when every query code lies in 64..=191. Every table computes that
+    /// x)`, a dot product of u8 rows with an i8 query: with VNNI one `vpdpbusd` per 64 dims,
+    /// with AVX2 `vpmaddwd` on even and odd bytes, or one `vpmaddubsw` when every query code
+    /// lies in 64..=191 (each faster than `l2_u8_batch`: benchmarks/results/kernels.md). Every table computes that
     /// formula, modulo 2^32, for whatever terms it is given (routing passes its own: see
     /// `centroid_codes::encode_half_step`).
     pub l2_u8_batch_pre: L2U8BatchPre,
     /// Exact integer dots of an i8 query with u8 rows (in i32: exact for dims below 65793).
     /// With VNNI one `vpdpbusd` per 64 dims: for an inner-product prescore over u8 codes, a
-    /// query quantized to i8 scores about 3.6x faster than `dot_f32_u8_batch` (the
-    /// quantization of the query is the caller's choice and accuracy).
+    /// query quantized to i8 scores several times faster than `dot_f32_u8_batch` (the
+    /// quantization of the query is the caller's choice and accuracy; benchmarks/results/kernels.md).
     pub dot_i8_u8_batch: fn(&[i8], &[u8], &mut [i32]),
     /// `l2_u8_batch_pre` with the scan's threshold test folded in: of the rows whose distance
     /// `d`, converted to f32, is at most `thr` (`d as f32 <= thr`), the positions go to `pos`

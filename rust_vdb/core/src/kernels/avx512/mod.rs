@@ -33,16 +33,16 @@ pub static AVX512: Kernels = Kernels {
     f32_to_f16,
     f16_to_f32,
     u8_row_term: super::scalar::u8_row_term,
-    // without VNNI the 256-bit vpmaddwd form of AVX2 is the faster one (measured 2.54 vs
-    // 3.25 ns/row for the |a-b| form at dim 128, Zen 4)
+    // without VNNI the 256-bit vpmaddwd form of AVX2 beats the |a-b| form (kernel bench:
+    // benchmarks/results/kernels.md)
     l2_u8_batch_pre: super::avx2::l2_u8_batch_pre,
     // AVX-512 implies AVX2 here (kernels::detect), and without VNNI the 256-bit form is as
     // fast on double-pumped cores.
     dot_i8_u8_batch: super::avx2::dot_i8_u8_batch,
     l2_u8_batch_pre_below: super::avx2::l2_u8_batch_pre_below,
     l2_u8_tile_below: super::avx2::l2_u8_tile_below,
-    // the AVX2 table's threshold with its tile kernel: without tiles this table scored a batch
-    // at 0.44x the AVX2 table's speed (photo-sift-a, nprobe 48, Zen 4)
+    // the AVX2 table's threshold with its tile kernel: this table's batch would otherwise never
+    // tile (benchmarks/HISTORY.md, 2026-12-05 morning)
     tile_min_queries: super::avx2::AVX2.tile_min_queries,
     l2_u8_tile_all: super::avx2::l2_u8_tile_all,
     tile_all_fast: false,
@@ -75,7 +75,8 @@ pub static AVX512_VNNI: Kernels = Kernels {
     dot_i8_u8_batch: dot_i8_u8_batch_vnni,
     l2_u8_batch_pre_below: l2_u8_batch_pre_below_vnni,
     l2_u8_tile_below: l2_u8_tile_below_vnni,
-    // 4, not 12: +11.8% batch (paired, the agent judge) on a 2-core EPYC with VNNI and no AMX
+    // 4, not 12: tiles pay from four queries on VNNI without AMX (benchmarks/HISTORY.md,
+    // 2026-12-03 afternoon and 2026-12-05 morning)
     tile_min_queries: 4,
     l2_u8_tile_all: l2_u8_tile_all_vnni,
     route_tile_min: 4,
@@ -286,8 +287,8 @@ macro_rules! f32_query {
             let tail = (main < n).then(|| mask16(n - main));
             let mut r = 0;
             // Sixteen rows at a time: each query chunk is loaded once for sixteen FMAs, and
-            // one transposing reduction yields the sixteen results in one vector. (Measured
-            // 4-7% faster at dim 128, except for l2 over f16 rows: 4% slower, so off there.)
+            // one transposing reduction yields the sixteen results in one vector. (Off for l2
+            // over f16 rows, where it does not pay: benchmarks/results/kernels.md.)
             while $block16 && r + 16 <= nrows {
                 let xp = rows.as_ptr().add(r * n);
                 let mut a = [_mm512_setzero_ps(); 16];

@@ -620,8 +620,7 @@ unsafe fn amx_rows(
     let mut r = 0;
     // Up to 128 dims (two B tiles), two blocks of sixteen rows at a time, in C tiles tmm0 and
     // tmm1 with A tiles tmm2 / tmm3 and tmm6 / tmm7: `tdpbusd` has a latency several times its
-    // issue interval, and one block alone waits on it (measured 1.5x per row in the kernel
-    // bench).
+    // issue interval, and one block alone waits on it (benchmarks/results/perf-round2.md).
     while chunks <= 2 && r + 32 <= n {
         // The next blocks' rows into L1 while these are scored: tile loads stall on rows that
         // the hardware prefetchers have not brought in (most of the kernel's time at 1M).
