@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -201,7 +202,7 @@ def test_the_skeleton_server_is_exact_and_refuses_bad_input(tmp_path):
     import http.client
 
     from vdbbench.agent.core import workspace as wsp
-    from vdbbench.agent.evaluation.served import ServerProcess
+    from vdbbench.agent.evaluation.served import CandidateServer
 
     card = load_task(CARD)
     wsp.create_workspace(card, tmp_path / "ws")
@@ -214,7 +215,7 @@ def test_the_skeleton_server_is_exact_and_refuses_bad_input(tmp_path):
     base = rng.integers(0, 4, size=(500, 8)).astype(np.float32)  # small integers: many ties
     queries = rng.integers(0, 4, size=(20, 8)).astype(np.float32)
     log = tmp_path / "server.log"
-    server = ServerProcess(res.library, card, log, deadline=__import__("time").monotonic() + 60, cores=[])
+    server = CandidateServer(res.library, card, log, deadline=time.monotonic() + 60, cores=[])
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
 
     def post(path, body):
@@ -252,3 +253,31 @@ def test_the_skeleton_server_is_exact_and_refuses_bad_input(tmp_path):
         conn.close()
         server.stop()
     assert server.proc.returncode is not None
+
+
+@needs_cargo
+@pytest.mark.slow
+def test_evaluate_entry_measures_a_server_folder_with_the_cards_judge(served_repo, tmp_path, capsys):
+    """`vdbbench agent evaluate-entry`: a server folder built as it is and measured by the card's
+    judge here, paired with the card's start; a folder named as a published entry gets its
+    published row beside, said to be from their machine."""
+    from vdbbench.cli import main
+
+    entry = tmp_path / "claude-opus-4.6-turn-1"
+    shutil.copytree(served_repo / "server", entry)
+    (entry / ENGINE).write_text(_engine())
+    target = os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or str(REPO / "target" / "agent-fixture")
+    rc = main(["agent", "evaluate-entry", str(entry), "--task", str(served_repo / "task.toml"), "--against", "start",
+               "--target-dir", target, "--out", str(tmp_path / "out"), "--json", str(tmp_path / "entry.json")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    result = json.loads((tmp_path / "entry.json").read_text())
+    assert result["recall10_ids"] == 1.0 and result["passes_gate"] and result["fresh_recall10_ids"] == 1.0
+    assert result["gain"] > 0.5 and result["pairs"] >= 5 and result["against"] == "start"  # the plain scan vs the slowed start
+    assert result["server"]["clients"] == 4 and result["published"]["qps"] > 3000
+    assert "passes the 0.95 gate" in out and "published for claude-opus-4.6-turn-1: 3,548 QPS" in out
+    assert "Xeon Platinum 8269CY" in out and "not this one" in out
+    assert main(["agent", "evaluate-entry", str(tmp_path / "nowhere"), "--task", str(served_repo / "task.toml")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    assert main(["agent", "evaluate-entry", str(entry), "--task", str(REPO / "agent" / "tasks" / "from-scratch.toml")]) == 2
+    assert "not a served card" in capsys.readouterr().err

@@ -3,8 +3,8 @@ vector-db-bench API, such as an entry of that public leaderboard) measured by a 
 judge on this machine and this card's data, so that a published row can be set beside a session
 measured the same way: same machine, same data, same client, same gate.
 
-The folder is built as it is (`cargo build --release`, its own Cargo.toml and profile) into a
-cargo folder of its own, its server run as a session's best would be (pinned to the card's
+The folder is built as it is (`cargo build --release`, its own Cargo.toml and profile, as
+vdbbench.served.process.CargoServer builds a served target), its server run as a session's best would be (pinned to the card's
 cores, the base vectors inserted, the warm-up, then the held-out queries with the card's
 concurrency, one query per request, exact-id recall@10, the anti-cheat check, the fresh queries).
 With --against, a second folder (or `start`, the card's own start version) is timed in
@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -32,36 +30,25 @@ def register(sub) -> None:
     p.add_argument("--task", required=True, help="a served task card, e.g. agent/tasks/serve-from-scratch-1m.toml")
     p.add_argument("--against", help="another server folder, or 'start' (the card's start version), timed in pairs with it")
     p.add_argument("--cpus", help="the servers' cores as a taskset list (default: the card's)")
+    p.add_argument("--target-dir", help="cargo folder for the builds (default: each folder's own target/; the card's "
+                                        "start, for --against start, under --out)")
     p.add_argument("--out", default="entry-evaluations", help="folder for the builds and server logs (default ./entry-evaluations)")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.set_defaults(func=cmd_evaluate_entry)
 
 
-def _build(folder: Path, target: Path, timeout_s: float) -> Path:
-    """`cargo build --release` of the folder; its one binary (the compiler's errors if it fails)."""
-    from vdbbench.agent.core.workspace import _run_limited, first_errors
+def _build(folder: Path, timeout_s: float, target_dir: Path | None = None) -> Path:
+    """`cargo build --release` of the folder as the leaderboard's harness builds an entry; its binary."""
+    from vdbbench.served.client import ServedError
+    from vdbbench.served.process import CargoServer
 
-    if not (folder / "Cargo.toml").is_file():
-        raise UsageError(f"{folder} holds no Cargo.toml: expected a Cargo project (a server speaking the vector-db-bench API)")
-    rc, out, err = _run_limited(["cargo", "build", "--release", "--bins", "--message-format=json"], folder,
-                                {**__import__("os").environ, "CARGO_TARGET_DIR": str(target), "CARGO_TERM_COLOR": "never"},
-                                timeout_s)
-    messages = []
-    for line in out.splitlines():
-        try:
-            messages.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass
-    if rc != 0:
-        why = "timed out" if rc is None else (first_errors(messages) or err[-3000:])
-        raise UsageError(f"cargo build --release of {folder} failed: {why}")
-    bins = [m["executable"] for m in messages if m.get("reason") == "compiler-artifact" and m.get("executable")]
-    if len(set(bins)) != 1:
-        raise UsageError(f"{folder} builds {len(set(bins))} binaries ({', '.join(sorted(set(bins))) or 'none'}); expected one server")
-    return Path(bins[0])
+    try:
+        return CargoServer(folder, build_timeout_s=timeout_s, target_dir=target_dir).build()
+    except ServedError as exc:
+        raise UsageError(str(exc)) from None
 
 
-def evaluate(folder: Path, card, out: Path, against: str | None = None) -> dict:
+def evaluate(folder: Path, card, out: Path, against: str | None = None, target_dir: Path | None = None) -> dict:
     """The figures of FOLDER's server under the card's judge (and its pairing with `against`)."""
     from vdbbench.agent.core import workspace as wsp
     from vdbbench.agent.evaluation.eval_data import make_eval_data
@@ -69,7 +56,7 @@ def evaluate(folder: Path, card, out: Path, against: str | None = None) -> dict:
     from vdbbench.agent.evaluation.served import ServedEvaluator
 
     out.mkdir(parents=True, exist_ok=True)
-    binary = _build(folder, out / "target" / "entry", card.build.timeout_s)
+    binary = _build(folder, card.build.timeout_s, target_dir)
     other = None
     if against == "start":
         src = out / "start"
@@ -78,12 +65,12 @@ def evaluate(folder: Path, card, out: Path, against: str | None = None) -> dict:
 
             shutil.rmtree(src)
         wsp.create_workspace(card, src)
-        res = wsp.build(src, card, out / "target" / "start", out / "builds" / "start")
+        res = wsp.build(src, card, target_dir or out / "target", out / "builds" / "start")
         if not res.ok:
             raise UsageError(f"the card's start version does not build: {res.errors}")
         other = res.library
     elif against:
-        other = _build(Path(against).resolve(), out / "target" / "against", card.build.timeout_s)
+        other = _build(Path(against).resolve(), card.build.timeout_s, target_dir)
     data = make_eval_data(card)
     ev = ServedEvaluator(card, data, out)
     test = SequentialTest.for_card(card)
@@ -150,10 +137,8 @@ def cmd_evaluate_entry(args) -> int:
     folder = Path(args.folder).resolve()
     if not folder.is_dir():
         raise UsageError(f"{args.folder} is not a folder")
-    try:
-        result = evaluate(folder, card, Path(args.out).resolve(), args.against)
-    except subprocess.SubprocessError as exc:
-        raise UsageError(str(exc)) from None
+    result = evaluate(folder, card, Path(args.out).resolve(), args.against,
+                      Path(args.target_dir).resolve() if args.target_dir else None)
     row = next((r for r in published.load()["rows"] if r["entry"] == folder.name), None)
     if row:
         result["published"] = {**row, "machine": published.load()["machine"], "source": published.load()["source"]}

@@ -1,9 +1,11 @@
 """The evaluator of served cards ([evaluation] kind = "served"): a build is a server binary that
 speaks the vector-db-bench HTTP API, measured as the public leaderboard measures one.
 
-Each build runs as a server process of its own (`ServerProcess`): pinned to the card's cores
+Each build runs as a server process of its own (`CandidateServer`): pinned to the card's cores
 (the intersection with the cores this process may use), under the card's address-space cap, in
-its own process group, on a free loopback port given as PORT. `ServedProcess` gives it the
+its own process group that dies with the harness, on a free loopback port given as PORT, its
+output in the evaluator's log folder. (vdbbench.served.process starts trusted servers; a model's
+server gets the cap and the parent-death signal a candidate worker gets.) `ServedProcess` gives it the
 interface of the in-process worker (vdbbench.agent.evaluation.candidate.CandidateProcess), so the
 evaluator's pairing, the judge's sequential test, the fresh-query check, the kept best and the
 final measurement run unchanged:
@@ -42,8 +44,11 @@ from vdbbench.agent.evaluation.candidate import WorkerDied
 from vdbbench.agent.evaluation.eval_data import EvalData, Split
 from vdbbench.agent.evaluation.evaluator import Evaluator
 from vdbbench.common.recall import id_recall
+from vdbbench.served.process import free_port
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PASS_SECONDS = 0.25  # the length of one client run after a slice's first pass
+MAX_COPIES = 64
 
 
 def pinned_cores(requested: str) -> tuple[list[int], str]:
@@ -72,20 +77,14 @@ def _ranges(cores: list[int]) -> str:
     return ",".join(out)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServerProcess:
+class CandidateServer:
     """A built server binary running on a loopback port, pinned and capped; `url` once it listens."""
 
     def __init__(self, binary: Path, card: TaskCard, log_path: Path, deadline: float, cores: list[int],
                  env: dict | None = None):
         self.card = card
         self.log_path = log_path
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         mem = card.limits.memory_mb * 1024 * 1024
         run_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "VDBBENCH_AGENT"))}
@@ -183,11 +182,12 @@ class ServedProcess:
         self._warmup_queries = warmup_queries
         self._start = (binary, card, log_path, cores, env)
         self._spawned = spawned if spawned is not None else []
-        self.server: ServerProcess | None = None  # started by load(), where a failure is the build's
+        self.server: CandidateServer | None = None  # started by load(), where a failure is the build's
+        self._qps = 0.0  # of the last run: how many copies of a slice make a run of PASS_SECONDS
 
     def _start_server(self) -> None:
         binary, card, log_path, cores, env = self._start
-        self.server = ServerProcess(binary, card, log_path, self.deadline, cores, env)
+        self.server = CandidateServer(binary, card, log_path, self.deadline, cores, env)
         self._spawned.append(self.server.proc.pid)
 
     def _failed(self, what: str, text: str) -> WorkerDied:
@@ -230,32 +230,39 @@ class ServedProcess:
             raise self._failed(what, str(exc)) from None
 
     def repeat(self, queries: np.ndarray, seed: int, min_seconds: float, stats: bool = False):
-        """Passes over `queries` until `min_seconds` of wall time: (first ids, last ids, [[server cpu, wall]...], None)."""
-        from vdbbench.served.measure import score
+        """Passes over `queries` until `min_seconds` of wall time: (first ids, last ids, [[server cpu,
+        wall] per pass], None). The first pass is one run of the slice alone; later runs send the
+        slice several times over (each copy in its own shuffled place), so that one run lasts about
+        PASS_SECONDS and the clients' start and their connections are a small part of it; such a
+        run counts as that many passes of equal time."""
+        from vdbbench.served.measure import anti_cheat
 
         nq = queries.shape[0]
         passes: list[list[float]] = []
         first = last = None
         spent = 0.0
+        if min_seconds > 0:  # the evaluator's turns are made for in-process calls; over HTTP a turn lasts longer
+            min_seconds = max(min_seconds, PASS_SECONDS)
         while first is None or spent < min_seconds:
             if time.monotonic() > self.deadline:
                 raise WorkerDied("timed_out", f"the server did not finish within the {self.card.limits.eval_timeout_s:.0f} s limit")
+            copies = 1 if first is None or not self._qps else max(1, min(MAX_COPIES, round(PASS_SECONDS * self._qps / nq)))
+            sent = np.tile(queries, (copies, 1)) if copies > 1 else queries
             cpu0 = self.server.cpu_seconds()
-            run = self._query(queries, seed * 1000 + len(passes), "during search")
+            run = self._query(sent, seed * 1000 + len(passes), "during search")
             cpu = self.server.cpu_seconds() - cpu0
             if run.errors:
-                raise self._failed("during search", f"{run.errors} of {nq} requests failed; the first: {run.first_error}")
+                raise self._failed("during search", f"{run.errors} of {sent.shape[0]} requests failed; the first: {run.first_error}")
             if first is None:
                 first = run.ids
-                # The anti-cheat check needs no ground truth: it looks at the result sets alone.
-                cheat = score(run, run.ids, k=self.card.objective.k)["anti_cheat"]
+                cheat = anti_cheat(run.ids[:, :self.card.objective.k])
                 if not cheat["passed"]:
-                    raise WorkerDied("flagged", f"the leaderboard's anti-cheat check fails: {cheat['message']} (mean "
-                                                f"pairwise Jaccard {cheat['avg_jaccard']:.3f} over {nq} queries, "
-                                                f"{cheat['unique_ids']} distinct ids in {cheat['total_results']} results)")
-            last = run.ids
-            passes.append([max(cpu, 0.0), float(run.wall_s)])
-            spent += float(run.wall_s)
+                    raise WorkerDied("flagged", f"the leaderboard's anti-cheat check fails on {nq} queries: {cheat['message']}")
+            last = run.ids[-nq:]
+            wall = float(run.wall_s)
+            self._qps = sent.shape[0] / max(wall, 1e-9)
+            passes += [[max(cpu, 0.0) / copies, wall / copies]] * copies
+            spent += wall
         self.wall_seconds = spent
         return first, last, passes, None
 
