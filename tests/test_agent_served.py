@@ -266,6 +266,8 @@ def test_evaluate_entry_measures_a_server_folder_with_the_cards_judge(served_rep
     entry = tmp_path / "claude-opus-4.6-turn-1"
     shutil.copytree(served_repo / "server", entry)
     (entry / ENGINE).write_text(_engine())
+    manifest = (entry / "Cargo.toml").read_text()  # the quick profile in its own manifest, built as it is
+    (entry / "Cargo.toml").write_text(manifest[:manifest.index("[profile.release]")] + TEST_PROFILE + "\n[workspace]\n")
     target = os.environ.get("VDBBENCH_AGENT_TARGET_DIR") or str(REPO / "target" / "agent-fixture")
     rc = main(["agent", "evaluate-entry", str(entry), "--task", str(served_repo / "task.toml"), "--against", "start",
                "--target-dir", target, "--out", str(tmp_path / "out"), "--json", str(tmp_path / "entry.json")])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -37,15 +38,19 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_evaluate_entry)
 
 
-def _build(folder: Path, timeout_s: float, target_dir: Path | None = None) -> Path:
-    """`cargo build --release` of the folder as the leaderboard's harness builds an entry; its binary."""
+def _build(folder: Path, timeout_s: float, target_dir: Path | None, keep: Path) -> Path:
+    """`cargo build --release` of the folder as the leaderboard's harness builds an entry; its
+    binary, copied to `keep` at once (a later build in the same cargo folder may replace it)."""
     from vdbbench.served.client import ServedError
     from vdbbench.served.process import CargoServer
 
     try:
-        return CargoServer(folder, build_timeout_s=timeout_s, target_dir=target_dir).build()
+        built = CargoServer(folder, build_timeout_s=timeout_s, target_dir=target_dir).build()
     except ServedError as exc:
         raise UsageError(str(exc)) from None
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(built, keep)
+    return keep
 
 
 def evaluate(folder: Path, card, out: Path, against: str | None = None, target_dir: Path | None = None) -> dict:
@@ -56,13 +61,11 @@ def evaluate(folder: Path, card, out: Path, against: str | None = None, target_d
     from vdbbench.agent.evaluation.served import ServedEvaluator
 
     out.mkdir(parents=True, exist_ok=True)
-    binary = _build(folder, card.build.timeout_s, target_dir)
+    binary = _build(folder, card.build.timeout_s, target_dir, out / "builds" / "entry" / folder.name)
     other = None
     if against == "start":
         src = out / "start"
         if src.exists():
-            import shutil
-
             shutil.rmtree(src)
         wsp.create_workspace(card, src)
         res = wsp.build(src, card, target_dir or out / "target", out / "builds" / "start")
@@ -70,7 +73,7 @@ def evaluate(folder: Path, card, out: Path, against: str | None = None, target_d
             raise UsageError(f"the card's start version does not build: {res.errors}")
         other = res.library
     elif against:
-        other = _build(Path(against).resolve(), card.build.timeout_s, target_dir)
+        other = _build(Path(against).resolve(), card.build.timeout_s, target_dir, out / "builds" / "against" / Path(against).name)
     data = make_eval_data(card)
     ev = ServedEvaluator(card, data, out)
     test = SequentialTest.for_card(card)
