@@ -59,6 +59,13 @@ def test_a_served_card_is_checked(tmp_path):
     assert parse_cpus("0-2,5") == [0, 1, 2, 5] and parse_cpus("") == []
 
 
+def test_agent_run_refuses_a_malformed_core_list(capsys):
+    from vdbbench.cli import main
+
+    assert main(["agent", "run", "--task", str(CARD), "--model", "m", "--cpus", "0-x"]) == 2
+    assert "--cpus: core list '0-x'" in capsys.readouterr().err
+
+
 def test_cores_are_cut_to_the_machine_and_said():
     from vdbbench.agent.evaluation.served import pinned_cores
 
