@@ -201,7 +201,7 @@ class Evaluation:
     clients: int = 4
     warmup: int = 1000
     insert_batch: int = 1000
-    timeout_s: float = 30.0  # one HTTP request
+    timeout_s: float = 30.0  # one timed HTTP request (the inserts and the warm-up may take limits.eval_timeout_s)
 
     @property
     def served(self) -> bool:

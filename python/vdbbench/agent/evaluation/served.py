@@ -11,8 +11,9 @@ evaluator's pairing, the judge's sequential test, the fresh-query check, the kep
 final measurement run unchanged:
 
 - load: the base vectors bulk-inserted (ids 0..n-1, batches of `insert_batch`), then `warmup`
-  warm-up queries (the dev queries, cycled; any index a server builds on its first search is
-  built there, and its time is reported as the build's train_s);
+  warm-up queries sent by one client without a timeout short of the phase's (the dev queries,
+  cycled; any index a server builds on its first search is built there, and its time is
+  reported as the build's train_s);
 - a timed repeat: passes over the slice, each pass all its queries in a fresh seeded order
   through `clients` concurrent connections, one query per request
   (vdbbench.served.client.query), until the repeat's seconds are reached on the wall clock; the
@@ -202,7 +203,7 @@ class ServedProcess:
         self._start_server()
         t0 = time.perf_counter()
         try:
-            n = insert(self.server.url, base, batch=ev.insert_batch)
+            n = insert(self.server.url, base, batch=ev.insert_batch, timeout_s=self.card.limits.eval_timeout_s)
         except ServedError as exc:
             raise self._failed("while inserting the base vectors", str(exc)) from None
         add_s = time.perf_counter() - t0
@@ -212,20 +213,24 @@ class ServedProcess:
         if ev.warmup:
             rows = np.resize(np.arange(self._warmup_queries.shape[0]), ev.warmup)
             t0 = time.perf_counter()
-            run = self._query(np.ascontiguousarray(self._warmup_queries[rows]), seed=0, what="during the warm-up")
+            # Sent by one client, as the leaderboard's client sends it, and a request may wait as long
+            # as the phase may last: a server that builds its index on the first search answers it
+            # only then (that client sets no timeout), and no other search arrives meanwhile.
+            run = self._query(np.ascontiguousarray(self._warmup_queries[rows]), seed=0, what="during the warm-up",
+                              timeout_s=self.card.limits.eval_timeout_s, clients=1)
             warm_s = time.perf_counter() - t0
             if run.errors:
                 raise self._failed("during the warm-up", f"{run.errors} of {ev.warmup} requests failed; the first: {run.first_error}")
         self.loaded = {"ok": True, "train_s": warm_s, "add_s": add_s, "inserted": n}
         return self.loaded
 
-    def _query(self, queries: np.ndarray, seed: int, what: str):
+    def _query(self, queries: np.ndarray, seed: int, what: str, timeout_s: float | None = None, clients: int | None = None):
         from vdbbench.served.client import ServedError, query
 
         ev = self.card.evaluation
         try:
-            return query(self.server.url, queries, top_k=self.card.objective.k, clients=ev.clients, warmup=0,
-                         seed=seed, shuffle=True, timeout_s=ev.timeout_s)
+            return query(self.server.url, queries, top_k=self.card.objective.k, clients=clients or ev.clients, warmup=0,
+                         seed=seed, shuffle=True, timeout_s=timeout_s or ev.timeout_s)
         except ServedError as exc:
             raise self._failed(what, str(exc)) from None
 
