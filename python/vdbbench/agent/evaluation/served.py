@@ -216,8 +216,11 @@ class ServedProcess:
             # Sent by one client, as the leaderboard's client sends it, and a request may wait as long
             # as the phase may last: a server that builds its index on the first search answers it
             # only then (that client sets no timeout), and no other search arrives meanwhile.
-            run = self._query(np.ascontiguousarray(self._warmup_queries[rows]), seed=0, what="during the warm-up",
-                              timeout_s=self.card.limits.eval_timeout_s, clients=1)
+            limit = self.card.limits.eval_timeout_s
+            run = self._query(np.ascontiguousarray(self._warmup_queries[rows]), seed=0,
+                              what=f"during the warm-up (each request may take up to the {limit:.0f} s limit of the phase, "
+                                   "an index built on the first search included)",
+                              timeout_s=limit, clients=1)
             warm_s = time.perf_counter() - t0
             if run.errors:
                 raise self._failed("during the warm-up", f"{run.errors} of {ev.warmup} requests failed; the first: {run.first_error}")
