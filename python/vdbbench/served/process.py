@@ -174,6 +174,7 @@ class CargoServer(ServerProcess):
                 [cargo, "build", "--release", "--manifest-path", str(self.folder / "Cargo.toml"),
                  "--target-dir", str(self.target_dir)],
                 capture_output=True, text=True, timeout=self.build_timeout_s, stdin=subprocess.DEVNULL,
+                cwd=self.folder,  # the folder's own .cargo/config.toml applies, as to `cargo build` run there
             )
         except subprocess.TimeoutExpired:
             raise ServedError(f"cargo build of {self.folder} took over {self.build_timeout_s:g} s") from None
