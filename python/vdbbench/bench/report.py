@@ -169,7 +169,8 @@ def concurrent_markdown(runs: list[dict], target: float | None = None) -> str:
         return ""
     c = next(r["concurrent"] for r in runs if r.get("concurrent"))
     per_level = f", {c['duration_s']:g} s per level" if c.get("duration_s") else ""
-    lines = ["", f"Concurrent clients (one query per call{per_level}; QPS is the total over clients):", "",
+    workers = "HTTP clients" if c.get("workers") == "http" else "threads"
+    lines = ["", f"Concurrent clients ({workers}, one query per call{per_level}; QPS is the total over clients):", "",
              "| " + " | ".join(_CONC_HEADERS) + " |", "|" + "---|" * len(_CONC_HEADERS)]
     lines += ["| " + " | ".join(_conc_cells(row)) + " |" for row in rows]
     missed = [r["index"]["name"] for r in runs if r.get("concurrent") and not r["concurrent"].get("reaches_target")]
