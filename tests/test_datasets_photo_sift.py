@@ -243,3 +243,22 @@ def test_waterfill_caps_every_image_at_one_level():
     assert capped.max() - capped.min() <= 1  # one level T (some T + 1), small images whole
     assert np.array_equal(q[counts <= capped.min()], counts[counts <= capped.min()])
     assert np.array_equal(waterfill(counts, 10_000, rng), counts)
+
+
+def test_the_1m_cards_transfer_target_is_the_built_set(built, data_dir):
+    """The 1M cards name `photo-sift-a`: reported missing (with how to build it) until it is in the
+    cache, then loaded from there with its own ground truth."""
+    from vdbbench.agent.core.task import load_task
+    from vdbbench.agent.evaluation.transfer import TransferMissing, load_data
+
+    card = load_task(Path(__file__).resolve().parents[1] / "agent" / "tasks" / "optimize-ivf-1m.toml")
+    spec = next(d for d in card.transfer.datasets if d.title == "real SIFT (photo-sift-a)")
+    assert spec.name == "photo-sift-a"
+    with pytest.raises(TransferMissing, match="vdbbench datasets build photo-sift-a"):
+        load_data(spec, card)
+    (data_dir / "real").mkdir()
+    shutil.copy(built, data_dir / "real" / "photo-sift-a.hdf5")
+    data = load_data(spec, card)
+    assert data.base.shape == (NBASE, 128) and data.heldout.queries.shape[0] == NQUERY
+    assert np.array_equal(data.heldout.gt_ids, _arrays(built)["neighbors"][:, :data.heldout.gt_ids.shape[1]])
+    assert data.dataset["synthetic"] is False and data.dataset["name"] == "photo-sift-a"
