@@ -151,7 +151,7 @@ def _info(args: argparse.Namespace) -> int:
         table = Table(title=args.name, show_header=False)
         for key, value in (("n", f"{spec.n:,}"), ("dim", str(spec.dim)), ("nq", f"{spec.nq:,}"),
                            ("metric", spec.metric), ("built", f"no (would be at {spec.path})"),
-                           ("build with", spec.build_hint)):
+                           ("build with", _escape(spec.build_hint))):
             table.add_row(key, value)
         _console().print(table)
         return 0
