@@ -35,7 +35,7 @@ def build_from_packages(work: str | os.PathLike, out: str | os.PathLike, params:
         record.write_text(json.dumps(sources, indent=1))
     else:
         sources = json.loads(record.read_text()) if record.exists() else {}
-    return build(curated_images(work), out, params, sources=sources, **kw)
+    return build(curated_images(work), out, params, sources=sources, fetched=setup, **kw)
 
 
 def build_from_folder(folder: str | os.PathLike, out: str | os.PathLike, params: Params | None = None, *,

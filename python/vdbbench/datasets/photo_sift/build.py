@@ -136,12 +136,13 @@ def vector_stats(x: np.ndarray) -> dict:
 
 
 def build(images: list[Image], out: str | os.PathLike, params: Params | None = None, *,
-          sources: dict | None = None, log: Callable[[str], None] = _log) -> dict:
+          sources: dict | None = None, fetched: bool = False, log: Callable[[str], None] = _log) -> dict:
     """Write `out` (ann-benchmarks HDF5: train, test, neighbors, distances; Euclidean) and its
     manifest `out` minus .hdf5 plus .manifest.json, from `images`; returns the manifest.
 
     Deterministic for the images and `params` (the seed included), whatever `params.jobs`.
-    `sources` (what `fetch.fetch_and_unpack` returns, or the folder given) goes into the manifest.
+    `sources` (what `fetch.fetch_and_unpack` returns, or the folder given) goes into the manifest,
+    with `fetched` (whether this run fetched them: the manifest's params.setup).
     """
     import faiss
 
@@ -228,7 +229,7 @@ def build(images: list[Image], out: str | os.PathLike, params: Params | None = N
         "output": str(out.resolve()),
         "built_by": "vdbbench datasets build",
         "content_sha256": content_hash(xb, xq),
-        "params": {"setup": bool(sources and "debian" in sources), **asdict(params)},
+        "params": {"setup": fetched, **asdict(params)},
         "opencv": cv2.__version__, "faiss": faiss.__version__, "numpy": np.__version__,
         "debian_packages": [p.name for p in DEB_PACKAGES], "pypi_wheels": list(WHEELS),
         "sources": sources or {},

@@ -50,29 +50,25 @@ def _fetch_deb(pkg: DebPackage, debs: Path, log: Callable[[str], None]) -> tuple
     return None, why + f"; apt-get download {pkg.name}={pkg.version}: {(r.stderr or r.stdout).strip()[-300:]}"
 
 
-def deb_data_tar(path: Path) -> tarfile.TarFile:
-    """The data.tar member of a .deb (an `ar` archive) opened for reading, without dpkg."""
-    f = open(path, "rb")
+def deb_data_tar(f, path: Path) -> tarfile.TarFile:
+    """The data.tar member of an open .deb file `f` (an `ar` archive) as a stream, without dpkg."""
     if f.read(8) != b"!<arch>\n":
-        f.close()
         raise ValueError(f"{path}: not a Debian package (no ar header)")
     while header := f.read(60):
         name = header[:16].decode().strip().rstrip("/")
         size = int(header[48:58])
+        if name == "data.tar.xz":
+            return tarfile.open(fileobj=lzma.LZMAFile(_Slice(f, f.tell(), size)), mode="r|")
+        if name in ("data.tar.gz", "data.tar"):
+            return tarfile.open(fileobj=_Slice(f, f.tell(), size), mode="r|*")
         if name.startswith("data.tar"):
-            if name == "data.tar.xz":
-                return tarfile.open(fileobj=lzma.LZMAFile(_Slice(f, f.tell(), size)), mode="r|")
-            if name in ("data.tar.gz", "data.tar"):
-                return tarfile.open(fileobj=_Slice(f, f.tell(), size), mode="r|*")
-            f.close()
             raise ValueError(f"{path}: {name} is compressed in a way Python's tarfile cannot read")
         f.seek(size + (size & 1), os.SEEK_CUR)
-    f.close()
     raise ValueError(f"{path}: no data.tar member")
 
 
 class _Slice:
-    """A read-only window [start, start + size) of an open file (closes the file when closed)."""
+    """A read-only window [start, start + size) of an open file."""
 
     def __init__(self, f, start: int, size: int):
         self.f, self.pos, self.end = f, start, start + size
@@ -87,9 +83,6 @@ class _Slice:
     def readable(self) -> bool:
         return True
 
-    def close(self) -> None:
-        self.f.close()
-
 
 def _wanted(name: str, patterns: tuple[str, ...]) -> bool:
     """GNU tar's member selection: a wildcard ('*' matches '/') on the name or a parent folder."""
@@ -102,7 +95,7 @@ def unpack_deb(deb: Path, patterns: tuple[str, ...], dest: Path) -> int:
     """Write the regular files of `deb` that match `patterns` under `dest` (symlinks are left out:
     the curated list uses none); returns how many."""
     n = 0
-    with deb_data_tar(deb) as tar:
+    with open(deb, "rb") as f, deb_data_tar(f, deb) as tar:
         for m in tar:
             if not (m.isfile() or m.islnk()) or not _wanted(m.name, patterns):
                 continue
