@@ -8,10 +8,11 @@ GENERATED_EXAMPLES = ("synth-sift-20k", "synth-sift-100k", "synth-sift-1m", "syn
 
 
 def known_names() -> list[str]:
-    """Names to suggest when a dataset is unknown: the registry, then generated examples."""
+    """Names to suggest when a dataset is unknown: the registry, the built sets, then generated examples."""
+    from vdbbench.datasets.built import BUILT
     from vdbbench.datasets.registry import registry
 
-    names = list(registry())
+    names = list(registry()) + list(BUILT)
     return names + [g for g in GENERATED_EXAMPLES if g not in names]
 
 

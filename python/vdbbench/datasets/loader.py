@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from vdbbench.common.console import say_warning
+from vdbbench.datasets import built
 from vdbbench.datasets import registry as reg
 from vdbbench.datasets import synth
 from vdbbench.datasets.base import Dataset, DatasetError, check_metric, content_hash, validate
@@ -78,7 +79,7 @@ def register_arrays(
     name: str, train, test, metric: str = "l2", neighbors=None, distances=None, *, synthetic: bool = False,
 ) -> Dataset:
     """Make custom arrays loadable by ``name`` in this process (ground truth computed if not given)."""
-    if parse_synth_name(name) or name in reg.registry():
+    if parse_synth_name(name) or name in reg.registry() or name in built.BUILT:
         raise DatasetError(f"{name!r} is a registered or generated name; choose another one for custom arrays")
     check_metric(metric, f"register_arrays({name!r})")
     train = np.ascontiguousarray(train, dtype=np.float32)
@@ -194,6 +195,8 @@ def resolve(name_or_path: str | os.PathLike, *, allow_download: bool = True, off
         return _ARRAYS[name], reg.data_dir() / "groundtruth"
     if parse_synth_name(name):
         return generate(name, seed=seed), reg.data_dir() / "synth"
+    if name in built.BUILT:  # built on this machine (`vdbbench datasets build`), never downloaded
+        return built.load_built(name), reg.data_dir() / "groundtruth"
     entries = reg.registry()
     if name in entries:
         entry = entries[name]
@@ -225,7 +228,7 @@ def resolve(name_or_path: str | os.PathLike, *, allow_download: bool = True, off
     path = Path(name).expanduser()
     if path.exists():
         return load_path(path, metric=metric), reg.data_dir() / "groundtruth"
-    valid = ", ".join(list(entries) + sorted(_ARRAYS))
+    valid = ", ".join(list(entries) + list(built.BUILT) + sorted(_ARRAYS))
     raise reg.UnknownDataset(
         f"unknown data set {name!r} (and no such file); valid: {valid}, or a generated name "
         f"synth-sift-<n> / synth-float-<n> (e.g. synth-sift-20k, synth-float-1m), or a file path"
@@ -234,7 +237,7 @@ def resolve(name_or_path: str | os.PathLike, *, allow_download: bool = True, off
 
 def load_dataset(name_or_path: str | os.PathLike, *, allow_download: bool = True, offline_fallback: bool = True,
                  seed: int = 0, metric: str | None = None, k: int = DEFAULT_K, progress: bool = True) -> Dataset:
-    """Load a data set by registered name, generated name, registered-arrays name, or file path.
+    """Load a data set by registered, built (photo-sift-a) or generated name, registered-arrays name, or file path.
 
     Registered names come from the cache, else a verified download; when that fails and the
     entry has a fallback (sift-1m -> synth-sift-1m), a loud warning goes to stderr and the
