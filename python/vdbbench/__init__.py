@@ -18,6 +18,7 @@ except PackageNotFoundError:  # running from a source tree without an install
 _ENGINE_NAMES = (
     "FlatIndex",
     "IvfIndex",
+    "Server",
     "VdbError",
     "InvalidInput",
     "NotReady",

@@ -1,7 +1,7 @@
 """Type stubs of the compiled engine ``vdbbench._rust_vdb`` (hand-written; keep in sync)."""
 
 from os import PathLike
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -229,3 +229,78 @@ class IvfIndex:
     def bytes(self) -> int:
         """Memory of codes, vectors, ids, centroids and quantizer tables."""
     def __len__(self) -> int: ...
+
+class Server:
+    """The engine behind the KCORES vector-db-bench HTTP JSON API, served from Rust threads
+    (axum on tokio; no interpreter on the request path).
+
+    ``POST /insert {id, vector}`` -> ``{"status": "ok"}``; ``POST /bulk_insert {"vectors":
+    [{id, vector}, ...]}`` -> ``{"status": "ok", "inserted": n}``; ``POST /search {vector,
+    top_k}`` -> ``{"results": [{id, distance}, ...]}`` best first (distance: squared L2);
+    ``POST /build`` builds now and answers the stats; ``GET /stats``; ``GET /health``. Every
+    refusal is a 4xx with ``{"error": "..."}`` and the server goes on.
+
+    Inserts are buffered; the index ("l2", "u8+f16") is built once, on the first search or
+    ``/build``: k-means on a seeded sample of min(n, max(64 * nlist, 10000)) inserted vectors,
+    nlist ``default_nlist(n)`` unless given. Inserts after the build are added to their lists.
+    """
+
+    @classmethod
+    def start(
+        cls,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        *,
+        dim: int | None = None,
+        nlist: int | None = None,
+        seed: int = 0,
+        nprobe: int | None = None,
+        rerank: int | None = None,
+        reorder: int | None = None,
+        probe_ratio: float | None = None,
+        threads: int | None = None,
+        recall_target: float | None = None,
+        index: str | PathLike[str] | None = None,
+        max_body_mb: float = 64.0,
+        workers: int | None = None,
+        search_on: Literal["handler", "blocking"] = "handler",
+        log: bool = False,
+    ) -> Server:
+        """Listens on host:port (0: any free port) and returns once it does.
+
+        dim: fixed before the first insert (None: the first insert fixes it).
+        nprobe / rerank / reorder / probe_ratio: as ``IvfIndex.search`` (reorder and
+        probe_ratio 0: off). Defaults for one query per request: reorder 100 where the 4-bit
+        prefilter exists, probe_ratio 1.4, nprobe the engine's default (1.6% of the lists, at
+        least 32, at most nlist). threads: per request (default 1).
+        recall_target: pick nprobe (and reorder / probe ratio where not given) at the build so
+        that recall@10 of 500 sampled inserted vectors against their exact neighbours reaches
+        it plus 0.005; refused with an ``index`` file that exists.
+        index: start from this saved index when the file exists (ready at once), else save the
+        built index there (temporary file renamed into place).
+        max_body_mb: larger request bodies get 413. workers: async runtime threads (None: one
+        per core). search_on: run a search in the async handler or on the blocking pool.
+        log: say the build and the chosen settings on stdout.
+        Raises InvalidInput for bad settings, OSError when the address cannot be bound or the
+        index file read, CorruptFile for a damaged index file."""
+    @property
+    def port(self) -> int: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def url(self) -> str:
+        """``http://host:port``."""
+    @property
+    def stopped(self) -> bool: ...
+    def stats(self) -> dict[str, Any]:
+        """What ``GET /stats`` answers: state ("empty", "buffering", "building", "ready"),
+        vectors, indexed, buffered, dim, nlist, build (seconds of train, add, tune, save),
+        builds, search (the settings), simd, queries, rejected (4xx answers)."""
+    def stop(self) -> None:
+        """Stops accepting, lets open requests finish (a few seconds at most), stops a build
+        in progress. Idempotent."""
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits until stopped or ``timeout`` seconds pass; True if stopped. Ctrl-C is seen
+        when it returns: wait in short steps."""
+    def __enter__(self) -> Server: ...
+    def __exit__(self, *exc: object) -> bool: ...

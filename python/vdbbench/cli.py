@@ -17,6 +17,7 @@ from vdbbench.common.errors import UsageError
 _AREAS = (
     "vdbbench.bench.cli",
     "vdbbench.datasets.cli",
+    "vdbbench.served.serve_cli",
     "vdbbench.agent.cli",
     "vdbbench.pages.cli",
 )

@@ -10,6 +10,7 @@ mod errors;
 mod flat;
 mod ivf;
 mod load;
+mod serve;
 mod stats;
 
 use pyo3::prelude::*;
@@ -79,7 +80,7 @@ fn set_simd_level(level: Option<&str>) -> PyResult<&'static str> {
 fn _rust_vdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add(
         "__doc__",
-        "vdbbench engine (Rust): FlatIndex, IvfIndex, errors, SIMD level, defaults.",
+        "vdbbench engine (Rust): FlatIndex, IvfIndex, Server (HTTP), errors, SIMD level, defaults.",
     )?;
     errors::register(m)?;
     m.add_class::<flat::FlatIndex>()?;
@@ -87,6 +88,7 @@ fn _rust_vdb(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<load::NullServer>()?;
     m.add_function(wrap_pyfunction!(load::http_bulk_insert, m)?)?;
     m.add_function(wrap_pyfunction!(load::http_query, m)?)?;
+    m.add_class::<serve::Server>()?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(available_simd_levels, m)?)?;
     m.add_function(wrap_pyfunction!(set_simd_level, m)?)?;

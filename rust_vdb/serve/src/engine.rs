@@ -103,10 +103,12 @@ pub struct Engine {
 
 impl Engine {
     /// A new engine; with `cfg.index` naming an existing file, ready at once with that index.
-    pub fn new(cfg: ServeConfig) -> Result<Engine, String> {
-        cfg.check()?;
+    /// Refuses bad settings (`InvalidInput`) and an index file it cannot read.
+    pub fn new(cfg: ServeConfig) -> Result<Engine, VdbError> {
+        cfg.check().map_err(VdbError::InvalidInput)?;
         if let Some(dim) = cfg.dim {
-            settings::check_reorder_flag(&cfg.search, dim).map_err(|e| e.message)?;
+            settings::check_reorder_flag(&cfg.search, dim)
+                .map_err(|e| VdbError::InvalidInput(e.message))?;
         }
         let engine = Engine {
             cfg,
@@ -129,25 +131,26 @@ impl Engine {
         Ok(engine)
     }
 
-    fn start_from(&self, path: &std::path::Path) -> Result<(), String> {
+    fn start_from(&self, path: &std::path::Path) -> Result<(), VdbError> {
         if self.cfg.recall_target.is_some() {
-            return Err(format!(
+            return vdb_core::invalid!(
                 "--recall-target picks the search settings from the inserted vectors at the \
                  build, and {} is already built: give --nprobe (and --reorder, --probe-ratio) \
                  instead, or remove the file to build anew",
                 path.display()
-            ));
+            );
         }
         let t0 = Instant::now();
-        let index = vdb_core::persist::load(path).map_err(|e| e.to_string())?;
+        let index = vdb_core::persist::load(path)?;
         if let Some(dim) = self.cfg.dim.filter(|&d| d != index.dim()) {
-            return Err(format!(
+            return vdb_core::invalid!(
                 "--dim {dim} but the index in {} has dim {}",
                 path.display(),
                 index.dim()
-            ));
+            );
         }
-        settings::check_reorder_flag(&self.cfg.search, index.dim()).map_err(|e| e.message)?;
+        settings::check_reorder_flag(&self.cfg.search, index.dim())
+            .map_err(|e| VdbError::InvalidInput(e.message))?;
         let chosen = settings::defaults(&index, &self.cfg.search);
         let mut store = self.store.lock();
         store.dim = Some(index.dim());
@@ -374,6 +377,31 @@ impl Engine {
         let _ = self.settings.set(chosen);
         *self.index.write() = Some(index);
         self.phase.store(Phase::Ready as u8, Ordering::Release);
+        Ok(())
+    }
+
+    /// Refuses a search that no build could answer (wrong dimension, bad values, top_k out of
+    /// range of the vectors held) before it would start the build.
+    pub fn check_search(&self, query: &[f32], top_k: u64) -> Result<(), ApiError> {
+        let (dim, held) = {
+            let store = self.store.lock();
+            (store.dim, store.ids.len())
+        };
+        if held == 0 {
+            return Err(nothing_inserted());
+        }
+        if let Some(dim) = dim.filter(|&d| d != query.len()) {
+            return Err(ApiError::bad_request(format!(
+                "vector has {} values; this server holds vectors of dim {dim}",
+                query.len()
+            )));
+        }
+        check_values(query, "vector")?;
+        if top_k == 0 || top_k > held as u64 {
+            return Err(ApiError::bad_request(format!(
+                "top_k={top_k}: expected 1 <= top_k <= {held} (the vectors this server holds)"
+            )));
+        }
         Ok(())
     }
 

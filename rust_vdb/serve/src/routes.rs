@@ -75,6 +75,7 @@ async fn search(
     State(engine): State<AppState>,
     JsonBody(req): JsonBody<SearchRequest>,
 ) -> Result<Json<SearchResponse>, ApiError> {
+    engine.check_search(&req.vector, req.top_k)?;
     engine.ensure_ready().await?;
     let results = match engine.config().search_on {
         SearchOn::Handler => engine.search(&req.vector, req.top_k)?,

@@ -1,12 +1,13 @@
 //! A running server: its own tokio runtime and threads, a handle to ask for stats and to stop.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use vdb_core::VdbError;
 
 use crate::config::ServeConfig;
 use crate::engine::{Engine, Stats};
@@ -23,13 +24,49 @@ pub struct ServerHandle {
     shutdown: watch::Sender<bool>,
     /// Ends when the server has stopped serving.
     serving: Option<JoinHandle<std::io::Result<()>>>,
-    /// Flips to true once `serving` ended.
-    stopped: watch::Receiver<bool>,
+    /// Set once `serving` ended.
+    stopped: StopSignal,
+}
+
+/// Set once a server has stopped serving; waited on from any thread, without its runtime.
+#[derive(Clone, Default)]
+pub struct StopSignal(Arc<(Mutex<bool>, Condvar)>);
+
+impl StopSignal {
+    fn set(&self) {
+        *self.0 .0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.0 .1.notify_all();
+    }
+
+    pub fn is_set(&self) -> bool {
+        *self.0 .0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks until set or `timeout` passes (None: no limit); true if set.
+    pub fn wait(&self, timeout: Option<Duration>) -> bool {
+        let guard = self.0 .0.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = match timeout {
+            Some(t) => {
+                self.0
+                     .1
+                    .wait_timeout_while(guard, t, |s| !*s)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+            None => self
+                .0
+                 .1
+                .wait_while(guard, |s| !*s)
+                .unwrap_or_else(|p| p.into_inner()),
+        };
+        *guard
+    }
 }
 
 impl ServerHandle {
-    /// Binds `cfg.host:cfg.port` and serves; returns once listening (or with why not).
-    pub fn start(cfg: ServeConfig) -> Result<ServerHandle, String> {
+    /// Binds `cfg.host:cfg.port` and serves; returns once listening (or with why not: bad
+    /// settings, an unreadable index file, an address in use).
+    pub fn start(cfg: ServeConfig) -> Result<ServerHandle, VdbError> {
         let engine = Arc::new(Engine::new(cfg)?);
         let cfg = engine.config();
         let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -39,15 +76,15 @@ impl ServerHandle {
         }
         let runtime = rt
             .build()
-            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-        let listener = std::net::TcpListener::bind((cfg.host.as_str(), cfg.port))
-            .map_err(|e| format!("cannot listen on {}:{}: {e}", cfg.host, cfg.port))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("cannot listen on {}:{}: {e}", cfg.host, cfg.port))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            .map_err(io("cannot start the async runtime".into()))?;
+        let at = format!("cannot listen on {}:{}", cfg.host, cfg.port);
+        let listener =
+            std::net::TcpListener::bind((cfg.host.as_str(), cfg.port)).map_err(io(at.clone()))?;
+        listener.set_nonblocking(true).map_err(io(at.clone()))?;
+        let addr = listener.local_addr().map_err(io(at))?;
         let (shutdown, mut on_shutdown) = watch::channel(false);
-        let (stopped_tx, stopped) = watch::channel(false);
+        let stopped = StopSignal::default();
+        let stopped_tx = stopped.clone();
         let app = router(engine.clone());
         let serving = runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -56,7 +93,7 @@ impl ServerHandle {
                     let _ = on_shutdown.wait_for(|&s| s).await;
                 })
                 .await;
-            let _ = stopped_tx.send(true);
+            stopped_tx.set();
             result
         });
         Ok(ServerHandle {
@@ -77,28 +114,29 @@ impl ServerHandle {
         self.engine.stats()
     }
 
+    /// The stats as GET /stats answers them.
+    pub fn stats_json(&self) -> String {
+        serde_json::to_string(&self.engine.stats())
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }
 
     /// Whether the server has stopped serving.
     pub fn is_stopped(&self) -> bool {
-        *self.stopped.borrow()
+        self.stopped.is_set()
     }
 
     /// Blocks until the server stops or `timeout` passes (None: no limit); true if stopped.
     pub fn wait(&self, timeout: Option<Duration>) -> bool {
-        let Some(rt) = &self.runtime else {
-            return true;
-        };
-        let mut stopped = self.stopped.clone();
-        rt.block_on(async move {
-            let done = stopped.wait_for(|&s| s);
-            match timeout {
-                Some(t) => tokio::time::timeout(t, done).await.is_ok(),
-                None => done.await.is_ok(),
-            }
-        })
+        self.stopped.wait(timeout)
+    }
+
+    /// What `wait` waits on, to wait without holding the handle.
+    pub fn stop_signal(&self) -> StopSignal {
+        self.stopped.clone()
     }
 
     /// Stops accepting, lets open requests finish (up to a few seconds), stops a build in
@@ -117,6 +155,7 @@ impl ServerHandle {
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_secs(1));
         }
+        self.stopped.set();
         result
     }
 }
@@ -125,4 +164,8 @@ impl Drop for ServerHandle {
     fn drop(&mut self) {
         let _ = self.stop();
     }
+}
+
+fn io(context: String) -> impl FnOnce(std::io::Error) -> VdbError {
+    move |source| VdbError::Io { context, source }
 }

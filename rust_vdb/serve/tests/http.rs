@@ -265,8 +265,13 @@ async fn bad_input_is_a_json_4xx_and_the_server_goes_on() {
     for (got, status, needle) in bad {
         refused(got, status, needle);
     }
-    // Nothing of the refused requests was kept: 9003 is free, the 600 are all there.
+    // Nothing of the refused requests was kept: 9003 is free, the 600 are all there; no
+    // refused search started the build.
     assert_eq!(engine.held(), 600);
+    assert_eq!(
+        (engine.stats().builds, engine.phase()),
+        (0, vdb_serve::Phase::Buffering)
+    );
     assert_eq!(
         post(&app, "/insert", json!({"id": 9003, "vector": q}))
             .await
@@ -356,7 +361,7 @@ async fn saved_index_restarts_ready_with_the_same_results() {
         recall_target: Some(0.9),
         ..ServeConfig::default()
     });
-    assert!(err.err().unwrap().contains("--recall-target"));
+    assert!(err.err().unwrap().to_string().contains("--recall-target"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -420,7 +425,7 @@ async fn bad_flags_are_refused_before_starting() {
             "probe_ratio",
         ),
     ] {
-        assert!(Engine::new(cfg).err().unwrap().contains(needle));
+        assert!(Engine::new(cfg).err().unwrap().to_string().contains(needle));
     }
     let (app, _) = app(ServeConfig {
         nlist: Some(100),
