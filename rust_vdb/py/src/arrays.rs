@@ -118,9 +118,7 @@ pub fn ids<'py>(obj: &Bound<'py, PyAny>, n: usize) -> PyResult<PyReadonlyArray1<
         }
     }
     let c = np.call_method1("ascontiguousarray", (a, np.getattr("int64")?))?;
-    Ok(realigned(c)?
-        .cast_into::<numpy::PyArray1<i64>>()?
-        .readonly())
+    Ok(realigned(c)?.cast_into::<numpy::PyArray1<i64>>()?.readonly())
 }
 
 /// A non-negative count argument (k, nprobe, rerank, threads) checked with its name.
