@@ -111,10 +111,13 @@ def test_a_server_started_from_an_index_built_in_process(tmp_path, data):
     index.add(x, ids)
     path = tmp_path / "in-process.ivf"
     index.save(path)
-    with Server.start(port=0, index=str(path), nprobe=9, reorder=40, probe_ratio=1.3, rerank=20) as server:
+    # (searches in the async handler here; on the blocking pool, the default, above)
+    kw = dict(nprobe=9, reorder=40, probe_ratio=1.3, rerank=20, search_on="handler")
+    with Server.start(port=0, index=str(path), **kw) as server:
         c = Client(server.port)
         stats = server.stats()
         assert stats["state"] == "ready" and stats["build"]["loaded_from"] == str(path)
+        assert stats["search_on"] == "handler"
         assert stats["search"] == {"nprobe": 9, "rerank": 20, "reorder": 40, "probe_ratio": pytest.approx(1.3), "threads": 1}
         assert_served_equals_in_process(c, index, stats, queries)
         # Its ids are taken; new ones are added.
@@ -183,7 +186,7 @@ def test_vdbbench_serve_stops_on_sigint_and_exits_0(tmp_path, data):
     x, ids, _ = data
     env = {**os.environ, "PORT": "0"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vdbbench", "serve", "--nlist", "20"],
+        [sys.executable, "-m", "vdbbench", "serve", "--nlist", "20", "--recall-target", "0.9"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
@@ -201,3 +204,4 @@ def test_vdbbench_serve_stops_on_sigint_and_exits_0(tmp_path, data):
     assert proc.returncode == 0, err
     assert "SIGINT received; stopped cleanly after 1 queries (500 vectors held)" in out
     assert "building: 500 vectors of dim 32, nlist 20" in out
+    assert "recall target: nprobe " in out and "on 500 sampled inserted vectors (reaches the target 0.9" in out

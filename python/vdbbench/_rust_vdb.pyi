@@ -263,7 +263,7 @@ class Server:
         index: str | PathLike[str] | None = None,
         max_body_mb: float = 64.0,
         workers: int | None = None,
-        search_on: Literal["handler", "blocking"] = "handler",
+        search_on: Literal["handler", "blocking"] = "blocking",
         log: bool = False,
     ) -> Server:
         """Listens on host:port (0: any free port) and returns once it does.
@@ -279,7 +279,8 @@ class Server:
         index: start from this saved index when the file exists (ready at once), else save the
         built index there (temporary file renamed into place).
         max_body_mb: larger request bodies get 413. workers: async runtime threads (None: one
-        per core). search_on: run a search in the async handler or on the blocking pool.
+        per core). search_on: run a search on tokio's blocking pool (the default) or in the
+        async handler itself.
         log: say the build and the chosen settings on stdout.
         Raises InvalidInput for bad settings, OSError when the address cannot be bound or the
         index file read, CorruptFile for a damaged index file."""

@@ -38,7 +38,7 @@ impl Server {
     #[pyo3(signature = (host = "127.0.0.1", port = 8080, *, dim = None, nlist = None, seed = 0,
         nprobe = None, rerank = None, reorder = None, probe_ratio = None, threads = None,
         recall_target = None, index = None, max_body_mb = 64.0, workers = None,
-        search_on = "handler", log = false))]
+        search_on = "blocking", log = false))]
     #[allow(clippy::too_many_arguments)]
     fn start(
         _cls: &Bound<'_, PyType>,

@@ -27,7 +27,8 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// Threads of the async runtime (None: one per core).
     pub workers: Option<usize>,
-    /// Where a search runs: on the async worker that received it, or on tokio's blocking pool.
+    /// Where a search runs: on tokio's blocking pool (default), or on the async worker that
+    /// received it.
     pub search_on: SearchOn,
     /// Say the build and its parameters on stdout.
     pub log: bool,
@@ -47,11 +48,14 @@ pub struct SearchFlags {
     pub threads: Option<usize>,
 }
 
-/// Where a search request runs.
+/// Where a search request runs. Blocking is the default: under `wrk` with 4 keep-alive
+/// connections on a busy 2-core machine it served about twice the QPS of Handler
+/// (`benchmarks/perf/serve_search_on.py`); the hand-off costs less than a worker that stops
+/// serving its connections' I/O for the length of a search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SearchOn {
-    /// In the async handler itself: no hand-off; a search holds its worker for its
-    /// ~0.05-0.2 ms, within what tokio asks of a task between awaits.
+    /// In the async handler itself: no hand-off, but the worker serves no other connection
+    /// while the search (~0.05-0.2 ms) runs.
     Handler,
     /// On tokio's blocking pool (`spawn_blocking`): a hand-off to another thread and back.
     Blocking,
@@ -91,7 +95,7 @@ impl Default for ServeConfig {
             index: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             workers: None,
-            search_on: SearchOn::Handler,
+            search_on: SearchOn::Blocking,
             log: false,
         }
     }
