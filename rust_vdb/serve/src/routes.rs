@@ -19,14 +19,21 @@ use crate::config::SearchOn;
 use crate::engine::{Accepted, AppState, Stats};
 
 pub fn router(state: AppState) -> Router {
-    let limit = state.config().max_body_bytes;
-    Router::new()
+    let routes = Router::new()
         .route("/insert", post(insert))
         .route("/bulk_insert", post(bulk_insert))
         .route("/search", post(search))
         .route("/build", post(build))
         .route("/stats", get(stats))
-        .route("/health", get(health))
+        .route("/health", get(health));
+    guarded(routes, state)
+}
+
+/// `routes` with what every route gets: JSON 404/405, the body limit, the count of 4xx
+/// answers, and a panic answered as 500 JSON.
+pub fn guarded(routes: Router<AppState>, state: AppState) -> Router {
+    let limit = state.config().max_body_bytes;
+    routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

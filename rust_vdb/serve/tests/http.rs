@@ -463,3 +463,21 @@ fn a_real_listener_serves_and_stops() {
     assert!(server.is_stopped());
     assert!(std::net::TcpStream::connect(server.addr()).is_err());
 }
+
+#[tokio::test]
+async fn a_panicking_handler_answers_500_json_and_the_server_goes_on() {
+    let engine = Arc::new(Engine::new(ServeConfig::default()).unwrap());
+    let routes = Router::new()
+        .route("/panic", axum::routing::get(|| async { panic!("boom") as &str }))
+        .route(
+            "/health",
+            axum::routing::get(|| async { axum::Json(json!({"status": "ok"})) }),
+        );
+    let app = vdb_serve::routes::guarded(routes, engine);
+    refused(
+        call(&app, "GET", "/panic", None).await,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "boom",
+    );
+    assert_eq!(call(&app, "GET", "/health", None).await.0, StatusCode::OK);
+}
