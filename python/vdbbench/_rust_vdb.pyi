@@ -275,7 +275,8 @@ class Server:
         least 32, at most nlist). threads: per request (default 1).
         recall_target: pick nprobe (and reorder / probe ratio where not given) at the build so
         that recall@10 of 500 sampled inserted vectors against their exact neighbours reaches
-        it plus 0.005; refused with an ``index`` file that exists.
+        it plus 0.005; refused with an ``index`` file that exists. A search whose probed lists
+        hold fewer than top_k vectors is repeated over every list (``widened`` in the stats).
         index: start from this saved index when the file exists (ready at once), else save the
         built index there (temporary file renamed into place).
         max_body_mb: larger request bodies get 413. workers: async runtime threads (None: one
@@ -296,7 +297,7 @@ class Server:
     def stats(self) -> dict[str, Any]:
         """What ``GET /stats`` answers: state ("empty", "buffering", "building", "ready"),
         vectors, indexed, buffered, dim, nlist, build (seconds of train, add, tune, save),
-        builds, search (the settings), simd, queries, rejected (4xx answers)."""
+        builds, search (the settings), simd, queries, widened, rejected (4xx answers)."""
     def stop(self) -> None:
         """Stops accepting, lets open requests finish (a few seconds at most), stops a build
         in progress. Idempotent."""

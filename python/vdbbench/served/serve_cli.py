@@ -33,6 +33,8 @@ little above the 1.45-1.5% that reached recall@10 0.95 on real SIFT descriptors 
 per request (--threads 1), so concurrent requests fill the cores. --recall-target R measures
 instead: at the build it searches 500 sampled inserted vectors against their exact 10 nearest and
 takes the smallest nprobe (then larger reorder, then no prefilter) whose recall@10 >= R + 0.005.
+A search whose probed lists hold fewer than top_k vectors is repeated over every list (counted as
+"widened" in /stats): every answer holds top_k results.
 """
 
 

@@ -61,7 +61,7 @@ pub fn build(
     };
     if cfg.log {
         println!(
-            "building: {n} vectors of dim {dim}, nlist {nlist}, k-means on {m} of them (seed {})",
+            "vdbbench serve: building: {n} vectors of dim {dim}, nlist {nlist}, k-means on {m} of them (seed {})",
             cfg.seed
         );
     }
@@ -85,7 +85,7 @@ pub fn build(
     report.add_s = Some(t1.elapsed().as_secs_f64());
     if cfg.log {
         println!(
-            "built: train {:.2} s, add {:.2} s",
+            "vdbbench serve: built: train {:.2} s, add {:.2} s",
             report.train_s.unwrap_or(0.0),
             report.add_s.unwrap_or(0.0)
         );
@@ -102,7 +102,7 @@ pub fn build(
                 interrupt,
             )?;
             if cfg.log {
-                println!("{}", t.describe(&s));
+                println!("vdbbench serve: {}", t.describe(&s));
             }
             report.tune = Some(t);
             s
@@ -110,7 +110,7 @@ pub fn build(
         None => settings::defaults(&index, &cfg.search),
     };
     if cfg.log {
-        println!("search: {}", chosen.describe());
+        println!("vdbbench serve: search: {}", chosen.describe());
     }
     if let Some(path) = &cfg.index {
         let t2 = Instant::now();
@@ -119,7 +119,7 @@ pub fn build(
                 report.saved_to = Some(path.display().to_string());
                 report.save_s = Some(t2.elapsed().as_secs_f64());
                 if cfg.log {
-                    println!("saved the index to {}", path.display());
+                    println!("vdbbench serve: saved the index to {}", path.display());
                 }
             }
             Err(e) => {

@@ -80,6 +80,8 @@ impl Batch {
 #[derive(Default)]
 struct Counters {
     queries: AtomicU64,
+    /// Searches repeated over every list because the probed ones held fewer than top_k rows.
+    widened: AtomicU64,
     rejected: AtomicU64,
     builds: AtomicU64,
 }
@@ -432,17 +434,33 @@ impl Engine {
             probe_ratio: Some(s.probe_ratio),
         };
         let rerank = s.rerank.map(|r| if r > 0 { r.max(k) } else { 0 });
-        let (d, ids, _) = index
-            .search_with(
-                query,
-                k,
-                Some(s.nprobe),
-                rerank,
-                tuning,
-                Some(s.threads),
-                &vdb_core::error::never_interrupt,
-            )
-            .map_err(engine_error)?;
+        let run = |nprobe: usize, tuning: Tuning| {
+            index
+                .search_with(
+                    query,
+                    k,
+                    Some(nprobe),
+                    rerank,
+                    tuning,
+                    Some(s.threads),
+                    &vdb_core::error::never_interrupt,
+                )
+                .map_err(engine_error)
+        };
+        let (mut d, mut ids, _) = run(s.nprobe, tuning)?;
+        if ids.contains(&-1) {
+            // Fewer than top_k rows in the lists probed (a small index, or a query far from
+            // most lists): every list is scanned, so the answer holds top_k results.
+            let all = index.nlist().unwrap_or(s.nprobe);
+            (d, ids, _) = run(
+                all,
+                Tuning {
+                    probe_ratio: Some(0.0),
+                    ..tuning
+                },
+            )?;
+            self.counters.widened.fetch_add(1, Ordering::Relaxed);
+        }
         drop(guard);
         self.counters.queries.fetch_add(1, Ordering::Relaxed);
         Ok(ids
@@ -490,6 +508,7 @@ impl Engine {
             recall_target: self.cfg.recall_target,
             simd: vdb_core::kernels::active_level().name(),
             queries: self.counters.queries.load(Ordering::Relaxed),
+            widened: self.counters.widened.load(Ordering::Relaxed),
             rejected: self.counters.rejected.load(Ordering::Relaxed),
             search_on: self.cfg.search_on.name(),
             max_body_bytes: self.cfg.max_body_bytes,
@@ -518,6 +537,8 @@ pub struct Stats {
     pub recall_target: Option<f64>,
     pub simd: &'static str,
     pub queries: u64,
+    /// Searches whose probed lists held fewer than top_k rows, repeated over every list.
+    pub widened: u64,
     /// Requests answered with a 4xx.
     pub rejected: u64,
     pub search_on: &'static str,

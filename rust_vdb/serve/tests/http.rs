@@ -468,7 +468,10 @@ fn a_real_listener_serves_and_stops() {
 async fn a_panicking_handler_answers_500_json_and_the_server_goes_on() {
     let engine = Arc::new(Engine::new(ServeConfig::default()).unwrap());
     let routes = Router::new()
-        .route("/panic", axum::routing::get(|| async { panic!("boom") as &str }))
+        .route(
+            "/panic",
+            axum::routing::get(|| async { panic!("boom") as &str }),
+        )
         .route(
             "/health",
             axum::routing::get(|| async { axum::Json(json!({"status": "ok"})) }),
@@ -480,4 +483,27 @@ async fn a_panicking_handler_answers_500_json_and_the_server_goes_on() {
         "boom",
     );
     assert_eq!(call(&app, "GET", "/health", None).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn top_k_results_even_when_the_probed_lists_hold_fewer() {
+    // Five vectors in four lists: the lists one query probes hold fewer than five rows.
+    let (app, engine) = app(ServeConfig {
+        nlist: Some(4),
+        ..ServeConfig::default()
+    });
+    let xs = data(5, 8);
+    assert_eq!(bulk(&app, &xs, 0).await.0, StatusCode::OK);
+    let (s, r) = post(&app, "/search", search_body(&xs[0], 5)).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let mut ids: Vec<u64> = r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids[0], 0);
+    ids.sort();
+    assert_eq!(ids, [0, 1, 2, 3, 4]);
+    assert_eq!(engine.stats().widened, 1);
 }
