@@ -11,16 +11,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use axum::http::StatusCode;
 use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
-use vdb_core::validate::F16_OVERFLOW;
 use vdb_core::{IvfIndex, Tuning, VdbError};
 
 use crate::api::{ApiError, Hit, InsertRequest};
 use crate::build::{self, BuildReport};
+pub use crate::checks::panic_text;
+use crate::checks::{build_error, check_values, engine_error, item_name, nothing_inserted};
 use crate::config::ServeConfig;
 use crate::settings::{self, Settings};
+pub use crate::stats::Stats;
 
 pub type AppState = Arc<Engine>;
 
@@ -513,96 +514,5 @@ impl Engine {
             search_on: self.cfg.search_on.name(),
             max_body_bytes: self.cfg.max_body_bytes,
         }
-    }
-}
-
-/// What `GET /stats` answers.
-#[derive(Serialize)]
-pub struct Stats {
-    pub state: Phase,
-    /// Held: in the index plus buffered.
-    pub vectors: usize,
-    pub indexed: usize,
-    pub buffered: usize,
-    pub dim: Option<usize>,
-    pub nlist: Option<usize>,
-    pub metric: Option<&'static str>,
-    pub storage: Option<&'static str>,
-    pub index_bytes: usize,
-    pub build: BuildReport,
-    /// Builds started (a failed build is retried by the next search).
-    pub builds: u64,
-    /// The settings every search uses (None until ready).
-    pub search: Option<Settings>,
-    pub recall_target: Option<f64>,
-    pub simd: &'static str,
-    pub queries: u64,
-    /// Searches whose probed lists held fewer than top_k rows, repeated over every list.
-    pub widened: u64,
-    /// Requests answered with a 4xx.
-    pub rejected: u64,
-    pub search_on: &'static str,
-    pub max_body_bytes: usize,
-}
-
-/// The message of a caught panic.
-pub fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into())
-}
-
-fn item_name(bulk: bool, i: usize) -> String {
-    if bulk {
-        format!("vectors[{i}]")
-    } else {
-        "vector".to_string()
-    }
-}
-
-/// Finite and within f16's range (the index keeps an f16 copy of every vector).
-fn check_values(v: &[f32], what: &str) -> Result<(), ApiError> {
-    if let Some(p) = v
-        .iter()
-        .position(|x| !x.is_finite() || x.abs() >= F16_OVERFLOW)
-    {
-        let why = if v[p].is_finite() {
-            "outside +-65504, the range of the f16 copy the index keeps"
-        } else {
-            "expected finite values"
-        };
-        return Err(ApiError::bad_request(format!(
-            "{what}: value {} at position {p}: {why}",
-            v[p]
-        )));
-    }
-    Ok(())
-}
-
-fn nothing_inserted() -> ApiError {
-    ApiError::conflict("no vectors inserted yet: insert vectors before searching or building")
-}
-
-fn engine_error(e: VdbError) -> ApiError {
-    match e {
-        VdbError::InvalidInput(m) => ApiError::bad_request(m),
-        VdbError::NotReady(m) => ApiError::conflict(m),
-        e => ApiError::internal(e.to_string()),
-    }
-}
-
-/// A build that failed: too few vectors for the lists asked for is the caller's to fix (insert
-/// more), shutdown is 503, anything else 500.
-fn build_error(e: VdbError) -> ApiError {
-    match e {
-        VdbError::InvalidInput(m) | VdbError::NotReady(m) => {
-            ApiError::conflict(format!("the index cannot be built yet: {m}"))
-        }
-        VdbError::Interrupted => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the build was stopped: the server is shutting down",
-        ),
-        e => ApiError::internal(format!("the build failed: {e}")),
     }
 }

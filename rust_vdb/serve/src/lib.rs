@@ -4,11 +4,13 @@
 
 pub mod api;
 pub mod build;
+pub mod checks;
 pub mod config;
 pub mod engine;
 pub mod routes;
 pub mod server;
 pub mod settings;
+pub mod stats;
 pub mod tune;
 
 pub use config::{SearchFlags, SearchOn, ServeConfig};
