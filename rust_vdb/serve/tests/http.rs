@@ -507,3 +507,26 @@ async fn top_k_results_even_when_the_probed_lists_hold_fewer() {
     assert_eq!(ids, [0, 1, 2, 3, 4]);
     assert_eq!(engine.stats().widened, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inserts_racing_the_build_all_land_in_the_index() {
+    let (app, engine) = app(ServeConfig::default());
+    let xs = data(3000, 9);
+    assert_eq!(bulk(&app, &xs, 0).await.0, StatusCode::OK);
+    let building = {
+        let app = app.clone();
+        tokio::spawn(async move { post(&app, "/build", json!({})).await })
+    };
+    // Whether each lands in the buffer the build drains or in the ready index, it is kept.
+    let extra = data(40, 10);
+    for (i, v) in extra.iter().enumerate() {
+        let (s, r) = post(&app, "/insert", json!({"id": 10_000 + i, "vector": v})).await;
+        assert_eq!(s, StatusCode::OK, "{r}");
+    }
+    assert_eq!(building.await.unwrap().0, StatusCode::OK);
+    assert_eq!((engine.stats().indexed, engine.stats().buffered), (3040, 0));
+    for v in &extra {
+        let (_, r) = post(&app, "/search", search_body(v, 1)).await;
+        assert_eq!(r["results"][0]["distance"], 0.0, "{r}");
+    }
+}
