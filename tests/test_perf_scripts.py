@@ -335,3 +335,14 @@ def test_simd_levels_prints_each_level_against_the_first(env, profiled, tmp_path
     assert "single of 20 queries @ 1t" in single
     refused = run(env, "perf/simd_levels.py", DATASET, str(index), "16", "--levels", "sse9", ok=(1,))
     assert "not sse9" in refused.stderr
+
+
+def test_serve_search_on_prints_both_placements_and_their_ratio(env, tmp_path):
+    index = tmp_path / "served.ivf"
+    out = run(env, "perf/serve_search_on.py", DATASET, "--requests", "400", "--rounds", "2", "--queries", "100",
+              "--index", str(index)).stdout
+    assert index.exists() and "built over HTTP: 20000 vectors" in out
+    for r in (1, 2):
+        for mode in ("handler", "blocking"):
+            assert re.search(rf"round {r} {mode} *: +[\d,]+ QPS  p50 [\d.]+ ms  p99 [\d.]+ ms", out), out
+    assert re.search(r"handler / blocking QPS: median [\d.]+ \[[\d.]+-[\d.]+\] over 2 rounds", out), out
