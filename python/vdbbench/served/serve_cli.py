@@ -80,8 +80,8 @@ def register(subparsers) -> None:
         "--search-on",
         choices=("handler", "blocking"),
         default="blocking",
-        help="run a search on tokio's blocking pool (default: measured ~2x the QPS of running it in the async "
-        "handler, wrk with 4 connections on 2 shared cores) or in the async handler itself",
+        help="run a search on tokio's blocking pool (default: a few tens of microseconds more at the median, "
+        "a shorter tail under load) or in the async handler itself (benchmarks/perf/serve_search_on.py)",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -48,10 +48,10 @@ pub struct SearchFlags {
     pub threads: Option<usize>,
 }
 
-/// Where a search request runs. Blocking is the default: under `wrk` with 4 keep-alive
-/// connections on a busy 2-core machine it served about twice the QPS of Handler
-/// (`benchmarks/perf/serve_search_on.py`); the hand-off costs less than a worker that stops
-/// serving its connections' I/O for the length of a search.
+/// Where a search request runs (`benchmarks/perf/serve_search_on.py` measures both). Blocking
+/// is the default: the hand-off adds a few tens of microseconds to the median, but a worker
+/// that runs a search serves no other connection's I/O meanwhile, which showed in the tail
+/// (p99) of Handler and, on a heavily loaded machine, in its QPS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SearchOn {
     /// In the async handler itself: no hand-off, but the worker serves no other connection
