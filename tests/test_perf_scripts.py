@@ -346,3 +346,16 @@ def test_serve_search_on_prints_both_placements_and_their_ratio(env, tmp_path):
         for mode in ("handler", "blocking"):
             assert re.search(rf"round {r} {mode} *: +[\d,]+ QPS  p50 [\d.]+ ms  p99 [\d.]+ ms", out), out
     assert re.search(r"handler / blocking QPS: median [\d.]+ \[[\d.]+-[\d.]+\] over 2 rounds", out), out
+
+
+def test_served_overhead_checks_ids_and_prints_the_ratio(env, tmp_path):
+    """Our index in-process and behind `vdbbench serve`: every query's ids equal, the per-round
+    ratio served / in-process with its range."""
+    out = tmp_path / "served.json"
+    proc = run(env, "served_overhead.py", "--dataset", DATASET, "--rounds", "2", "--seconds", "0.3",
+               "--queries", "200", "--nprobe", "16", "--clients", "2", "--json", str(out))
+    assert "served == in-process: 1000 of 1000 queries have the same ids" in proc.stdout
+    assert re.search(r"served / in-process at 2 clients: [0-9.]+x \[[0-9.]+-[0-9.]+\] over 2 rounds", proc.stdout)
+    summary = json.loads(out.read_text())
+    assert summary["same_ids"] == summary["nq"] == 1000 and len(summary["rounds"]) == 2
+    assert summary["ratio_low"] <= summary["ratio_median"] <= summary["ratio_high"]
