@@ -20,6 +20,7 @@ from vdbbench.agent.core.task import TaskCard
 from vdbbench.agent.evaluation.candidate import CandidateProcess, WorkerDied
 from vdbbench.agent.evaluation.eval_data import EvalData, Split
 from vdbbench.agent.evaluation.eval_report import EvalReport, Failure, Metrics
+from vdbbench.agent.evaluation.machine_load import LoadMonitor
 from vdbbench.agent.evaluation.timing_lock import timing_lock
 from vdbbench.common.recall import id_recall, knn_recall
 
@@ -100,6 +101,9 @@ class Evaluator:
         self._kept: tuple[tuple, CandidateProcess] | None = None  # the best's process, with its library's identity
         self.transfer = None  # the card's transfer targets with their data (vdbbench.agent.evaluation.transfer.Targets), once needed
         self.transfer_start: dict = {}  # the start version's recall on each transfer target, once measured
+        # The machine's load during the timing under way (sampled after each pair): a stop rule
+        # reads `self.load.loaded` to ask for more pairs on a busy machine.
+        self.load = LoadMonitor()
 
     def _spawn(self, library: Path, tag: str, deadline: float) -> CandidateProcess:
         self._n += 1
@@ -188,6 +192,7 @@ class Evaluator:
                 except WorkerDied as exc:
                     failures[name] = Failure(exc.outcome, f"while building the index: {exc.text}")
             with timing_lock() as wait:
+                self.load = LoadMonitor()
                 for r in range(0 if failures else max_pairs):
                     sl = slices[r % len(slices)]
                     queries = np.ascontiguousarray(data.queries[sl])
@@ -206,6 +211,7 @@ class Evaluator:
                         break
                     if best is not None:
                         log_ratios.append(paired_log_ratio(self._chunks["candidate"], self._chunks["best"]))
+                    self.load.sample()
                     if r + 1 >= min_pairs and r + 1 < max_pairs:
                         if r + 1 >= len(slices) and self._recall(ids["candidate"], covered, data) < obj.recall_floor:
                             stopped = "recall"
@@ -247,7 +253,7 @@ class Evaluator:
         return EvalReport(split, cand, bst, gain, None, failures.get("candidate"), failures.get("best"),
                           pairs=len(log_ratios), log_ratios=log_ratios or None, spread=spread, cache_ratio=cache,
                           stopped=stopped, fresh=fresh_metrics, repeat_seconds=seconds, lock_wait_s=wait,
-                          dataset=self.data.dataset)
+                          dataset=self.data.dataset, load=self.load.summary())
 
     def recall_of(self, library: Path, tag: str = "candidate") -> dict:
         """recall@10 of one build at the engine's defaults on the held-out split: one untimed pass

@@ -56,6 +56,7 @@ from vdbbench.agent.evaluation import audit as audit_mod
 from vdbbench.agent.evaluation import transfer
 from vdbbench.agent.evaluation.eval_report import EvalReport, Metrics, fmt_qps
 from vdbbench.agent.evaluation.evaluator import Evaluator
+from vdbbench.agent.evaluation.machine_load import load_text
 
 DIFF_CAP = 64 * 1024  # bytes of the submission's diff kept in the decision event
 CACHE_FACTOR = 1.5  # later passes this much faster than the first (relative to the best): a cache
@@ -78,6 +79,8 @@ class SequentialTest:
     min_pairs: int = 5
     max_pairs: int = 30
     alpha: float = 0.05  # overall one-sided level; each look is tested at alpha / 10
+    loaded_min_pairs: int = 10  # an accept on a loaded machine (or from noisy pairs) needs this many
+    noisy_spread: float = 0.05  # robust spread of the log-ratios that counts as noisy
 
     @classmethod
     def for_card(cls, card: TaskCard) -> "SequentialTest":
@@ -98,35 +101,80 @@ class SequentialTest:
         half = _t_quantile(1 - self.alpha_look, n - 1) * float(d.std(ddof=1)) / math.sqrt(n)
         return m, m - half, m + half
 
-    def decide(self, d) -> str | None:
-        """"accept", "reject", or None (time another pair) for the log-ratios so far."""
+    def accept_pairs(self, d, loaded: bool = False) -> int:
+        """The pairs an accept needs: `min_pairs`, or `loaded_min_pairs` (within the cap) when the
+        machine was loaded during the timing or the pairs themselves are noisy (robust spread)."""
+        if loaded or robust_spread(d) >= self.noisy_spread:
+            return min(self.max_pairs, max(self.min_pairs, self.loaded_min_pairs))
+        return self.min_pairs
+
+    def decide(self, d, loaded: bool = False) -> str | None:
+        """"accept", "reject", or None (time another pair) for the log-ratios so far; `loaded`:
+        the machine was busy during the timing (vdbbench.agent.evaluation.machine_load)."""
         n = len(d)
         if n < self.min_pairs:
             return None
         m, lo, hi = self.bounds(d)
         target = math.log1p(self.margin)
-        if m >= target and lo > 0:
-            return "accept"
+        if m >= target and float(np.median(d)) >= target and lo > 0:
+            if n >= self.accept_pairs(d, loaded):
+                return "accept"
+            return None  # a loaded machine or noisy pairs: a streak must last before it counts
         if hi < target or n >= self.max_pairs:
             return "reject"
         return None
 
-    def stop(self, d) -> bool:
-        return self.decide(d) is not None
+    def stop(self, d, loaded: bool = False) -> bool:
+        return self.decide(d, loaded) is not None
 
-    def operating_point(self, mu: float, sigma: float, trials: int = 20_000, seed: int = 0) -> tuple[float, float]:
-        """(acceptance rate, mean pairs) for Gaussian log-ratios N(mu, sigma), by simulation."""
+    def operating_point(self, mu: float, sigma: float, trials: int = 20_000, seed: int = 0,
+                        loaded: bool = False, tails: float | None = None) -> tuple[float, float]:
+        """(acceptance rate, mean pairs) for log-ratios mu + sigma * noise, by simulation: Gaussian
+        noise, or Student's t with `tails` degrees of freedom scaled to the same spread."""
         rng = np.random.default_rng(seed)
         accepted, pairs = 0, 0
-        draws = rng.normal(mu, sigma, size=(trials, self.max_pairs))
+        if tails is None:
+            draws = rng.normal(mu, sigma, size=(trials, self.max_pairs))
+        else:
+            draws = mu + sigma * rng.standard_t(tails, size=(trials, self.max_pairs)) / math.sqrt(tails / (tails - 2))
         for row in draws:
             for n in range(self.min_pairs, self.max_pairs + 1):
-                verdict = self.decide(row[:n])
+                verdict = self.decide(row[:n], loaded)
                 if verdict is not None:
                     accepted += verdict == "accept"
                     pairs += n
                     break
         return accepted / trials, pairs / trials
+
+
+def robust_spread(d) -> float:
+    """The spread of the log-ratios that one outlying pair does not move: 1.4826 x their median
+    absolute deviation (the standard deviation, for Gaussian pairs); 0 for fewer than 3."""
+    d = np.asarray(d, dtype=float)
+    if d.size < 3:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d - np.median(d))))
+
+
+def short_of_margin(test: SequentialTest, d, loaded: bool = False) -> str:
+    """Why pairs that the test does not accept fall short, as the verdict's label: "under the
+    margin (+0.3% < 3%)", "slower (-2.1%)", or what else kept them from an accept."""
+    d = list(d) or [0.0]
+    m, lo, _ = test.bounds(d)
+    gain, med, target = math.expm1(m), math.expm1(float(np.median(d))), test.margin
+    if gain < 0:
+        return f"slower ({gain:+.1%})"
+    if gain < target:
+        return f"under the margin ({gain:+.1%} < {target:.0%})"
+    if med < target:
+        return f"under the margin in the median pair ({med:+.1%} < {target:.0%}; mean {gain:+.1%})"
+    if lo <= 0:
+        return f"not distinguishable from noise ({gain:+.1%}, interval down to {math.expm1(lo):+.1%})"
+    need = test.accept_pairs(d, loaded)
+    if len(d) < need:
+        return (f"too few pairs on a {'loaded machine' if loaded else 'noisy measurement'} ({gain:+.1%} over "
+                f"{len(d)} pairs; an accept there needs {need})")
+    return f"not accepted ({gain:+.1%})"
 
 
 # -- the decision ----------------------------------------------------------------------------
@@ -155,6 +203,12 @@ class Decision:
     cpu: str = ""
     clock: str = ""
     findings: list[str] = field(default_factory=list)
+    label: str = ""  # the verdict in a few words ("under the margin (+0.3% < 3%)"); the outcome when empty
+    load: dict | None = None  # the machine's load during the timing
+
+    @property
+    def verdict(self) -> str:
+        return self.label or self.outcome
 
     @property
     def accepted(self) -> bool:
@@ -163,7 +217,7 @@ class Decision:
     def journal_fields(self) -> dict:
         """The decision event's judge fields (the loop adds message, best before/after)."""
         return {
-            "outcome": self.outcome, "reason": self.reason,
+            "outcome": self.outcome, "verdict": self.verdict, "reason": self.reason, "load": self.load,
             "qps": self.candidate.qps if self.candidate else None,
             "recall10": self.candidate.recall10 if self.candidate else None,
             "commit": self.commit if self.accepted else None,
@@ -235,7 +289,8 @@ class Judge:
         lib.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(self.builds / "current" / f"{card.entry.leaf}.so", lib)
         test = SequentialTest.for_card(card)
-        report = self.evaluator.run("heldout", lib, self.best_lib, stop=test.stop, fresh=True)
+        ev = self.evaluator
+        report = ev.run("heldout", lib, self.best_lib, stop=lambda d: test.stop(d, ev.load.loaded), fresh=True)
         self.emit("evaluation", **report.journal_payload())
         if report.failure:
             return Decision(report.failure.outcome, report.failure.text, **base)
@@ -245,20 +300,21 @@ class Judge:
                                        "submit again", report.candidate, **base)
         cand, fresh = report.candidate, report.fresh
         measured = self.measured_text(report)
-        common = dict(candidate=cand, best_qps=report.best.qps, gain=report.gain, pairs=report.pairs,
+        common = dict(candidate=cand, best_qps=report.best.qps, gain=report.gain, pairs=report.pairs, load=report.load,
                       spread=report.spread, cache_ratio=report.cache_ratio,
                       fresh_recall10=fresh.recall10 if fresh else None,
                       floor_margin=min([cand.recall10] + ([fresh.recall10] if fresh else [])) - obj.recall_floor, **base)
         if cand.recall10 < obj.recall_floor:
             return Decision("recall_below_floor", f"recall@10 {cand.recall10:.4f} on held-out queries is under the floor "
                                                   f"{obj.recall_floor}. Measured: {measured}", **common)
-        verdict = test.decide(report.log_ratios or [])
+        loaded = bool((report.load or {}).get("loaded"))
+        verdict = test.decide(report.log_ratios or [], loaded)
         if verdict != "accept":
             m, lo, hi = test.bounds(report.log_ratios or [0.0])
-            why = (f"the gain is under the {obj.margin:.0%} margin" if math.expm1(m) < obj.margin
-                   else "the gain is not yet distinguishable from noise")
+            why = short_of_margin(test, report.log_ratios or [0.0], loaded)
             return Decision("slower", f"not a real gain: {why} (the {1 - test.alpha_look:.1%} interval of the gain is "
-                                      f"{math.expm1(lo):+.1%} .. {math.expm1(hi):+.1%}). Measured: {measured}", **common)
+                                      f"{math.expm1(lo):+.1%} .. {math.expm1(hi):+.1%}). Measured: {measured}",
+                            label=why, **common)
         # A winner on paper: commit object first, then the audit decides whether it becomes the best.
         trailer = json.dumps({"qps": round(cand.qps, 3), "recall10": round(cand.recall10, 6), "gain": round(report.gain, 6),
                               "pairs": report.pairs, "spread": report.spread, "best_qps_before": best_qps,
@@ -337,7 +393,7 @@ class Judge:
         if report.spread is not None:
             lo, hi = min(report.log_ratios), max(report.log_ratios)
             text += f", per-pair spread {report.spread:.1%} (ratios {math.exp(lo):.3f} .. {math.exp(hi):.3f})"
-        text += f"; recall@10 {c.recall10:.4f} held-out"
+        text += f"; {load_text(report.load)}; recall@10 {c.recall10:.4f} held-out"
         if fresh is not None:
             low = min(c.recall10, fresh.recall10)
             text += f", {fresh.recall10:.4f} on fresh queries; margin to the {obj.recall_floor} floor {low - obj.recall_floor:+.4f}."
@@ -367,7 +423,7 @@ def decision_text(d: Decision, iteration: int) -> str:
     """What the model reads back from `submit`."""
     if d.accepted:
         return f"ACCEPTED (iteration {iteration}): {d.reason} Committed as {d.commit[:12]}; this is the new best."
-    return (f"REJECTED (iteration {iteration}, {d.outcome}): {d.reason} "
+    return (f"REJECTED (iteration {iteration}, {d.verdict}): {d.reason} "
             "Your working copy is unchanged: fix it, or revert_to_best to start again from the best.")
 
 

@@ -56,10 +56,10 @@ class SessionState(Facts):
         elif kind == "reference":
             self.activity = "measured the reference"
         elif kind == "decision":
-            self.last_outcome = ev.get("outcome")
+            self.last_outcome = ev.get("verdict") or ev.get("outcome")
             self.last_message = terminal_text(" ".join(str(ev.get("message") or "").split()))
             self.last_reason = terminal_text(" ".join(str(ev.get("reason") or "").split()))
-            self.recent.append((ev.get("iteration"), ev.get("outcome"), ev.get("qps"), self.last_message))
+            self.recent.append((ev.get("iteration"), ev.get("verdict") or ev.get("outcome"), ev.get("qps"), self.last_message))
             self.activity = "decided"
         elif kind == "compaction":
             self.activity = f"compacted {ev.get('before_tokens')} -> {ev.get('after_tokens')} tokens"
@@ -74,13 +74,14 @@ class SessionState(Facts):
 
 
 def _colour(outcome: str | None) -> str:
-    o = OUTCOMES.get(str(outcome))
+    """The outcome's colour; a verdict label ("under the margin (...)") is coloured as its outcome."""
+    o = OUTCOMES.get(str(outcome)) or (OUTCOMES["slower"] if outcome and outcome not in OUTCOMES else None)
     return "" if o is None else (f"bold {o.color}" if outcome in ("accepted", "flagged") else o.color)
 
 
 def decision_line(state: SessionState, ev: Mapping[str, Any], now: float | None = None) -> str:
     """The quiet mode's plain line for a decision."""
-    parts = [f"[it {ev.get('iteration')}] {ev.get('outcome')}"]
+    parts = [f"[it {ev.get('iteration')}] {ev.get('verdict') or ev.get('outcome')}"]
     if ev.get("qps") is not None:
         parts.append(f"{fmt_qps(ev.get('qps'), missing='—')} QPS")
     if ev.get("recall10") is not None:
