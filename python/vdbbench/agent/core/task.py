@@ -187,6 +187,15 @@ class Final:
     repeat_seconds: float = 0.0  # each process's share of a pair; 0: the card's objective.repeat_seconds
 
 
+@dataclass
+class IndexCacheSpec:
+    """[index_cache]: the editable files that shape the trained index (k-means, build, quantizer,
+    layout, persistence). `benchmark` reuses an index saved by an earlier build while none of them
+    changed (vdbbench.agent.evaluation.index_cache); empty: every benchmark builds its index."""
+
+    paths: list[str] = field(default_factory=list)
+
+
 SIMD_LEVELS = ("scalar", "avx2", "avx512", "neon")
 
 
@@ -211,6 +220,7 @@ class TaskCard:
     reference: Reference = field(default_factory=Reference)
     transfer: Transfer = field(default_factory=Transfer)
     final: Final = field(default_factory=Final)
+    index_cache: IndexCacheSpec = field(default_factory=IndexCacheSpec)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -350,6 +360,7 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> TaskCard:
         reference=_section(data, "reference", Reference, False, where),
         transfer=_transfer(data, where),
         final=_section(data, "final", Final, False, where),
+        index_cache=_section(data, "index_cache", IndexCacheSpec, False, where),
     )
     _validate(card, where)
     if origin:

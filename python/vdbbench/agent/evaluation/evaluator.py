@@ -104,6 +104,7 @@ class Evaluator:
         # The machine's load during the timing under way (sampled after each pair): a stop rule
         # reads `self.load.loaded` to ask for more pairs on a busy machine.
         self.load = LoadMonitor()
+        self.loaded: dict[str, dict] = {}  # each process's load reply in the last run (train_s, add_s, cache)
 
     def _spawn(self, library: Path, tag: str, deadline: float) -> CandidateProcess:
         self._n += 1
@@ -149,10 +150,13 @@ class Evaluator:
         return np.array_split(np.arange(n), max(1, n // batch))
 
     def run(self, split: str, candidate: Path, best: Path | None, *, stats: bool = False,
-            stop: StopRule | None = None, fresh: bool = False, search_args: dict | None = None) -> EvalReport:
+            stop: StopRule | None = None, fresh: bool = False, search_args: dict | None = None,
+            caches: dict[str, Path] | None = None) -> EvalReport:
         """Candidate against best (or alone) on `split`. With a best and a `stop` rule, the
         held-out and dev pairs go on until the rule says stop (dev: at least `dev_repeats`);
-        `search_args` overrides the candidate's search arguments (the best keeps the card's)."""
+        `search_args` overrides the candidate's search arguments (the best keeps the card's);
+        `caches` names an index file per process ("candidate", "best") to read the index from or
+        save it to (vdbbench.agent.evaluation.index_cache); what each load did is `self.loaded`."""
         obj = self.card.objective
         data: Split = getattr(self.data, split)
         slices = self.slices(split)
@@ -188,7 +192,7 @@ class Evaluator:
                 if name == "best" and kept and p.loaded:
                     continue
                 try:
-                    p.load(self.data.base)
+                    p.load(self.data.base, cache=(caches or {}).get(name))
                 except WorkerDied as exc:
                     failures[name] = Failure(exc.outcome, f"while building the index: {exc.text}")
             with timing_lock() as wait:
@@ -225,6 +229,7 @@ class Evaluator:
                 if fresh and "candidate" not in failures and self._recall(ids["candidate"], covered, data) >= obj.recall_floor:
                     fresh_metrics = self._fresh(procs["candidate"], failures)
         finally:
+            self.loaded = {name: dict(p.loaded) for name, p in procs.items()}
             for name, p in procs.items():
                 if not (name == "best" and kept):
                     p.close()
