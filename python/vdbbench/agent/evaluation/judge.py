@@ -329,15 +329,17 @@ class Judge:
                                        + "; ".join(result.texts()), findings=result.texts(), **common)
         run_dir = self.builds.parent
         transfer.start_library(card, run_dir, self.ws, None)  # keeps the start's build while builds/best is it
-        off = self.check_transfer(lib, sha)
+        rows = self.check_transfer(lib, sha)
+        off = transfer.failing(rows)
         if off and not card.transfer.advisory:
             wsp.unstage(self.ws)
             texts = [transfer.finding_text(r) for r in off]
             return Decision("flagged", f"the change measured as a gain on this card's data ({measured}) but its recall does "
-                                       "not hold on the transfer targets, where the engine must work too: " + "; ".join(texts),
-                            findings=texts, **common)
+                                       "not hold on the transfer targets, where the engine must work too: "
+                                       + transfer.verdict_text(rows), findings=texts, label="transfer targets fail", **common)
         self._make_best(lib, sha)
-        return Decision("accepted", measured, commit=sha, findings=result.texts(), **common)
+        held = f" Transfer targets: {transfer.verdict_text(rows)}." if rows else ""
+        return Decision("accepted", measured + held, commit=sha, findings=result.texts(), **common)
 
     def _make_best(self, lib: Path, sha: str) -> None:
         """Commit `sha` and its library become the best together. What needs disk space (the
@@ -368,7 +370,7 @@ class Judge:
 
     def check_transfer(self, lib: Path, sha: str) -> list[dict]:
         """Recall of a would-be best on the card's transfer targets (vdbbench.agent.evaluation.transfer),
-        journaled as a `transfer` event; returns the targets where it does not hold."""
+        journaled as a `transfer` event (with the figures); returns every target's row."""
         card = self.card
         if not (card.transfer.datasets or card.transfer.simd):
             return []
@@ -381,7 +383,7 @@ class Judge:
         off = transfer.failing(rows)
         self.emit("transfer", role="candidate", commit=sha, advisory=card.transfer.advisory, targets=rows,
                   holds=not off)
-        return off
+        return rows
 
     def measured_text(self, report: EvalReport) -> str:
         """The verdict's figures: QPS, gain, pairs and spread, held-out and fresh recall, margin to the floor."""

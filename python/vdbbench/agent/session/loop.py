@@ -175,6 +175,7 @@ class Session:
             say_warning(damage)
             self.emit("error", where="journal", text=damage)
         self.evaluator = Evaluator(card, make_eval_data(card), self.run_dir)
+        startup.announce_transfer(self)
         if resumed:
             startup.restore(self)
         else:
