@@ -379,7 +379,7 @@ def noise_text(log_ratios, load: dict | None) -> str:
     return text
 
 
-def _index_caches(s: Session, rebuild: bool) -> tuple[index_cache.CacheKey | None, dict | None]:
+def _index_caches(s: Session, rebuild: bool, with_best: bool = True) -> tuple[index_cache.CacheKey | None, dict | None]:
     """The working copy's index key and the index files of candidate (and best, when its process is
     not kept) for this benchmark; (None, None) when the card names no index-shaping files."""
     dataset = s.evaluator.data.dataset
@@ -390,7 +390,7 @@ def _index_caches(s: Session, rebuild: bool) -> tuple[index_cache.CacheKey | Non
     if rebuild:
         cache.path(key).unlink(missing_ok=True)
     files = {"candidate": cache.path(key)}
-    if not s.card.limits.keep_best_worker:
+    if with_best and not s.card.limits.keep_best_worker:
         best = index_cache.commit_key(s.ws, s.card, dataset, s.best.commit)
         if best is not None:
             files["best"] = cache.path(best)
@@ -472,7 +472,7 @@ def profile(s: Session, nprobe: int | None = None, rerank: int | None = None, pe
         return ToolResult(f"cannot profile: {text}", ok=False)
     overrides = _overrides(nprobe, rerank)
     queries = s.evaluator.data.dev.queries[s.evaluator.slices("dev")[0]]
-    key, caches = _index_caches(s, False)
+    key, caches = _index_caches(s, False, with_best=False)
     try:
         p = profiling.run_profile(s.current_lib, s.card, s.evaluator.data.base, queries, s.evaluator.logs,
                                   overrides or None, perf="perf" if perf else None,
