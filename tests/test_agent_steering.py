@@ -259,3 +259,73 @@ def test_check_free_failing_tests_load_and_labels_in_a_session(cargo_target, use
     assert len(by["submit"]) == 3  # the fifth step never ran
     starts = [e for e in events if e["type"] == "transfer_targets"]
     assert starts == []  # the fixture card has no [transfer]: nothing to announce
+
+
+# The fixture's binding with save(path) and load(path): the dimension, then the added vectors.
+SAVE_LOAD = '''
+    fn save(&self, path: std::path::PathBuf) -> PyResult<()> {
+        let mut bytes = (self.inner.dim() as u64).to_le_bytes().to_vec();
+        bytes.extend(self.added.iter().flat_map(|x| x.to_le_bytes()));
+        std::fs::write(&path, bytes).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    #[classmethod]
+    fn load(_cls: &Bound<'_, pyo3::types::PyType>, path: std::path::PathBuf) -> PyResult<Self> {
+        let bytes = std::fs::read(&path).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let dim = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+        let added: Vec<f32> = bytes[8..].chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+        let mut inner = fixture_core::IvfIndex::new(dim);
+        inner.add(&added);
+        Ok(PyIvfIndex { inner, added })
+    }
+}
+
+#[pymodule]'''
+
+
+def _binding_with_save_load(repo):
+    py = repo / "py" / "src" / "lib.rs"
+    text = py.read_text()
+    for old, new in (("    inner: fixture_core::IvfIndex,\n}", "    inner: fixture_core::IvfIndex,\n    added: Vec<f32>,\n}"),
+                     ("PyIvfIndex { inner: fixture_core::IvfIndex::new(dim) }",
+                      "PyIvfIndex { inner: fixture_core::IvfIndex::new(dim), added: Vec::new() }"),
+                     ("        self.inner.add(vectors.as_slice()?);\n",
+                      "        self.inner.add(vectors.as_slice()?);\n        self.added.extend_from_slice(vectors.as_slice()?);\n"),
+                     ("}\n\n#[pymodule]", SAVE_LOAD)):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    py.write_text(text)
+    (repo / "core" / "src" / "shape.rs").write_text("// what the index is built from\n")
+    card = (repo / "task.toml").read_text() + '\n[index_cache]\npaths = ["core/src/shape.rs"]\n'
+    (repo / "task.toml").write_text(card)
+    for cmd in (["add", "-A"], ["commit", "-q", "-m", "save and load"]):
+        _git(repo, *cmd)
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="needs a Rust toolchain (cargo)")
+def test_benchmark_reuses_the_trained_index_until_a_file_that_shapes_it_changes(cargo_target, user_repo, tmp_path):
+    from vdbbench.agent.session.loop import Session
+    from vdbbench.agent.session.model import ScriptedModel
+
+    _binding_with_save_load(user_repo)
+    bench = ("benchmark", {"max_seconds": 2})
+    steps = [
+        {"tool_calls": [edit(IMPROVE), bench]},
+        {"tool_calls": [edit(NO_EFFECT), bench]},  # a search-side edit: the same index
+        {"tool_calls": [("write_file", {"path": "core/src/shape.rs", "content": "// built otherwise\n"}), bench]},
+        {"tool_calls": [("benchmark", {"max_seconds": 2, "rebuild": True})]},
+    ]
+    session = Session.create(load_task(user_repo / "task.toml"), ScriptedModel(steps), tmp_path / "runs", "cache")
+    session.run()
+    events = read_events(tmp_path / "runs" / "cache" / "journal.jsonl")
+    texts = [e["text"] for e in events if e["type"] == "tool_result" and e["name"] == "benchmark"]
+    evals = [e for e in events if e["type"] == "evaluation" and e.get("tool") == "benchmark"]
+    assert [e["index_cache"] for e in evals] == ["stored", "hit", "stored", "stored"], texts
+    assert evals[0]["index_key"] == evals[1]["index_key"] != evals[2]["index_key"] == evals[3]["index_key"]
+    assert "reused by the next benchmark while the files that shape the index (core/src/shape.rs" in texts[0]
+    reused = texts[1]
+    assert reused.count("index: REUSED the trained index") == 1 and "core/src/shape.rs" in reused, reused
+    assert "recall@10 1.0000 (meets the floor 0.95)" in reused  # the index read back answers right
+    assert evals[1]["candidate"]["train_s"] == 0.0 and evals[1]["candidate"]["add_s"] == 0.0
+    assert "index: REUSED" not in texts[2] and "index: REUSED" not in texts[3]
+    assert len(list((tmp_path / "runs" / "cache" / "index-cache").glob("*.idx"))) <= 3
