@@ -329,3 +329,14 @@ def test_benchmark_reuses_the_trained_index_until_a_file_that_shapes_it_changes(
     assert evals[1]["candidate"]["train_s"] == 0.0 and evals[1]["candidate"]["add_s"] == 0.0
     assert "index: REUSED" not in texts[2] and "index: REUSED" not in texts[3]
     assert len(list((tmp_path / "runs" / "cache" / "index-cache").glob("*.idx"))) <= 3
+
+
+def test_the_live_line_reads_the_verdict_label():
+    from vdbbench.agent.reports.live import SessionState, decision_line
+
+    state = SessionState()
+    ev = {"type": "decision", "iteration": 4, "outcome": "slower", "verdict": "under the margin (+0.3% < 3%)",
+          "qps": 1000.0, "recall10": 0.97, "message": "tweak", "reason": "not a real gain"}
+    state.apply(ev)
+    line = decision_line(state, ev)
+    assert line.startswith("[it 4] under the margin (+0.3% < 3%) | ") and state.last_outcome == "slower"
