@@ -102,7 +102,7 @@ def describe(card: TaskCard, available: dict[str, str | None] | None = None) -> 
             kind = "real SIFT descriptors" if "sift" in t.dataset.name.lower() else "another data set"
             what = f"`{t.label}`: {kind} ({t.dataset.queries:,} queries)"
         missing = available.get(t.key)
-        lines.append(f"- {what}: " + (f"SKIPPED here ({missing})" if missing else
+        lines.append(f"  - {what}: " + (f"SKIPPED here ({missing})" if missing else
                                        f"recall@10 >= {floor} at the engine's defaults"))
     rule = ("a new best that misses the floor on any of them is flagged and not kept (where the start version itself "
             "is under the floor on a target, the start's own recall there is the floor)" if not card.transfer.advisory
