@@ -93,11 +93,10 @@ class LoadMonitor:
 
 
 def load_text(load: dict | None) -> str:
-    """One clause for a timing result: "machine load 5.2 on 2 cores (2.6 per core, loaded), 0.3% stolen"."""
+    """One clause for a timing result: "machine load 5.2 on 2 cores (LOADED: more pairs), 0.3% of CPU time stolen"."""
     if not load or load.get("load1") is None:
         return "machine load not available"
-    text = (f"machine load {load['load1']:.1f} on {load['cores']} cores ({load['per_core']:.1f} per core"
-            + (", LOADED: the judge times more pairs before it accepts" if load.get("loaded") else ", quiet enough") + ")")
+    text = f"machine load {load['load1']:.1f} on {load['cores']} cores" + (" (LOADED: more pairs)" if load.get("loaded") else "")
     if load.get("steal"):
-        text += f", {load['steal']:.1%} of CPU time stolen by the hypervisor"
+        text += f", {load['steal']:.1%} of CPU time stolen"
     return text
