@@ -329,6 +329,32 @@ def true_ratio(fast: Path, slow: Path, seconds: float = 0.3, rounds: int = 24,
     return float(np.median(ratios))
 
 
+class LoadSampler:
+    """The machine's 1-minute load average every `every` seconds in a background thread, so the
+    figures say what load the whole soak ran under (not only at its end)."""
+
+    def __init__(self, every: float = 10.0):
+        import threading
+
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self._thread.start()
+
+    def _run(self, every: float) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(every)
+
+    def summary(self) -> dict:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        xs = sorted(self.samples) or [os.getloadavg()[0]]
+        cores = os.cpu_count() or 1
+        return {"cores": cores, "samples": len(xs), "min": xs[0], "median": xs[len(xs) // 2], "max": xs[-1],
+                "share_at_2x_cores": round(sum(x >= 2 * cores for x in xs) / len(xs), 3)}
+
+
 def chromium_load(page: Path) -> dict:
     """Open the page in headless Chromium (the browser tests' setup); {"skipped": why} without one."""
     chrome = os.environ.get("VDBBENCH_CHROMIUM", "/usr/bin/chromium")
@@ -508,13 +534,14 @@ def main(argv=None) -> int:
     # A cargo target folder of its own: sessions sharing one race on the uplifted library
     # (target/release/libfixture_vdb.so), and a build could pick up another session's engine.
     os.environ["VDBBENCH_AGENT_TARGET_DIR"] = str(Path(args.target_dir).resolve() if args.target_dir else ROOT / "target" / "agent-soak")
+    load = LoadSampler()
     try:
         figures = run(args.submissions, work, seed=args.seed, repeat_seconds=args.repeat_seconds,
                       max_pairs=args.max_pairs, final_seconds=args.final_seconds, keep_best=args.keep_best,
                       say=lambda m: print(m, file=sys.stderr, flush=True))
         from vdbbench.bench.results import cpu_model
 
-        figures.update(cpu=cpu_model(), cores=os.cpu_count(), load1=os.getloadavg()[0],
+        figures.update(cpu=cpu_model(), cores=os.cpu_count(), load1=os.getloadavg()[0], load=load.summary(),
                        commit=subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                              text=True).stdout.strip(),
                        command=" ".join(["python", "benchmarks/agent_soak.py", *(argv if argv is not None else sys.argv[1:])]))

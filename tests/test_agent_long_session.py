@@ -76,7 +76,8 @@ class Plan:
 
     def next(self, messages) -> dict:
         last = str(messages[-1].get("content", "")) if messages else ""
-        if self.tries and "slower)" in last and self.tries < self.retries:
+        # A `slower` verdict (its label says how: "under the margin (...)", "not distinguishable...").
+        if self.tries and "): not a real gain:" in last and self.tries < self.retries:
             self.tries += 1
             return {"content": "Measured as noise; submitting the same change again.",
                     "tool_calls": [("submit", {"message": self.current})]}

@@ -39,7 +39,7 @@ def ws(tmp_path):
 
 def test_schemas_cover_the_contract_tools():
     assert TOOL_NAMES == ["list_files", "read_file", "search", "write_file", "edit_file", "build", "run_tests",
-                          "benchmark", "profile", "submit", "revert_to_best", "note"]
+                          "benchmark", "profile", "check", "submit", "revert_to_best", "note"]
     for schema in TOOL_SCHEMAS:
         json.dumps(schema)  # plain JSON, as the API expects
         assert schema["function"]["parameters"]["type"] == "object"

@@ -15,6 +15,7 @@ generator draw, twice the size), a SIMD level and a real-SIFT file that is not o
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,7 +70,7 @@ class Plan:
         if self.step == 2:
             return {"content": "Back to the best, then the honest change.",
                     "tool_calls": [("revert_to_best", {}), edit(ONE_PASS), ("submit", {"message": "one pass"})]}
-        if "slower)" in last and self.step < 6:
+        if last.startswith("REJECTED") and "transfer targets fail" not in last and self.step < 6:
             return {"content": "Again.", "tool_calls": [("submit", {"message": "one pass"})]}
         return {"content": "Done."}
 
@@ -114,7 +115,11 @@ def test_a_best_that_breaks_recall_only_on_the_transfer_set_is_flagged(session_r
     assert overfit["message"] == "one pass over the first rows"
     assert overfit["outcome"] == "flagged" and overfit["commit"] is None
     assert overfit["recall10"] >= 0.95  # it holds on the card's own held-out queries...
-    assert "[transfer-recall]" in overfit["reason"] and "other draw" in overfit["reason"]
+    # The model reads pass or fail per target, never the recall of the targets' fixed queries.
+    assert "other draw: FAIL" in overfit["reason"] and "avx2: pass" in overfit["reason"], overfit["reason"]
+    assert "photo-sift-a: skipped" in overfit["reason"]
+    tail = overfit["reason"].split("the transfer targets, where the engine must work too: ")[1]
+    assert not re.search(r"\d\.\d{3}", tail), tail
     checks = [e for e in events if e["type"] == "transfer"]
     first = {r["key"]: r for r in checks[0]["targets"]}
     assert first["data:other draw"]["recall10"] < 0.8 and first["data:other draw"]["holds"] is False  # ...not there

@@ -10,6 +10,9 @@ from typing import Any, Iterable, Mapping
 
 from vdbbench.agent.core.journal import event_time
 
+# A submission refused for failing tests is returned before any timing and is not an iteration
+# of the budget (its decision is journaled all the same).
+FREE_OUTCOME = "tests_failed"
 # The axes a session's progress is measured along (report and compare plots).
 PROGRESS_AXES = ("iterations", "tool_calls", "hours", "cost", "tokens")
 
@@ -26,6 +29,12 @@ class Usage:
     cost_usd: float = 0.0
     wall_s: float = 0.0
     model_calls: int = 0
+    free_submissions: int = 0  # submissions refused before timing that do not count as iterations (tests failed)
+
+    @property
+    def iterations(self) -> int:
+        """Submissions that count against the iteration budget."""
+        return self.submissions - self.free_submissions
 
     @classmethod
     def from_journal(cls, events: Iterable[Mapping[str, Any]]) -> "Usage":
@@ -118,7 +127,7 @@ class Facts:
     @property
     def usage(self) -> Usage:
         return Usage(self.submissions, self.tool_calls, self.prompt_tokens, self.completion_tokens, self.tokens,
-                     self.cost_usd, self.elapsed(), self.model_calls)
+                     self.cost_usd, self.elapsed(), self.model_calls, self.outcomes.get(FREE_OUTCOME, 0))
 
     @property
     def speedup(self) -> float | None:

@@ -12,7 +12,7 @@ EVENT_TYPES = frozenset(
     {
         "session_start", "model_call", "assistant", "tool_call", "tool_result", "build", "tests",
         "evaluation", "decision", "note", "compaction", "review", "audit", "budget_stop", "error",
-        "session_end", "protocol", "reference", "transfer", "final",
+        "session_end", "protocol", "reference", "transfer", "transfer_targets", "final",
     }
 )
 # Events after which a crash must not lose anything: written with fsync.

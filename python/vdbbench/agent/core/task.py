@@ -208,6 +208,15 @@ class Evaluation:
         return self.kind == "served"
 
 
+@dataclass
+class IndexCacheSpec:
+    """[index_cache]: the editable files that shape the trained index (k-means, build, quantizer,
+    layout, persistence). `benchmark` reuses an index saved by an earlier build while none of them
+    changed (vdbbench.agent.evaluation.index_cache); empty: every benchmark builds its index."""
+
+    paths: list[str] = field(default_factory=list)
+
+
 SIMD_LEVELS = ("scalar", "avx2", "avx512", "neon")
 
 
@@ -233,6 +242,7 @@ class TaskCard:
     transfer: Transfer = field(default_factory=Transfer)
     final: Final = field(default_factory=Final)
     evaluation: Evaluation = field(default_factory=Evaluation)
+    index_cache: IndexCacheSpec = field(default_factory=IndexCacheSpec)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -389,6 +399,7 @@ def load_task(path: str | Path, origin: str | Path | None = None) -> TaskCard:
         transfer=_transfer(data, where),
         final=_section(data, "final", Final, False, where),
         evaluation=_section(data, "evaluation", Evaluation, False, where),
+        index_cache=_section(data, "index_cache", IndexCacheSpec, False, where),
     )
     _validate(card, where)
     if origin:

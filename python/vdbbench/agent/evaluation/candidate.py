@@ -138,10 +138,14 @@ class CandidateProcess:
         self.kill()
         return WorkerDied("timed_out", f"the candidate did not finish within the {self.card.limits.eval_timeout_s:.0f} s limit; its process group was killed")
 
-    def load(self, base: np.ndarray) -> dict:
+    def load(self, base: np.ndarray, cache: Path | None = None) -> dict:
+        """Build the index (or read it from `cache`, see harness_worker.build_index)."""
         e = self.card.entry
-        self._send({"cmd": "load", "path": str(self.library), "module": e.module, "cls": e.cls,
-                    "dim": int(base.shape[1]), "build_args": e.build_args}, {"base": base})
+        header = {"cmd": "load", "path": str(self.library), "module": e.module, "cls": e.cls,
+                  "dim": int(base.shape[1]), "build_args": e.build_args}
+        if cache is not None:
+            header["cache"] = str(cache)
+        self._send(header, {"base": base})
         header, _ = self._recv()
         self.loaded = header
         return header

@@ -65,6 +65,7 @@ class EvalReport:
     repeat_seconds: float = 0.0
     lock_wait_s: float = 0.0
     dataset: dict | None = None
+    load: dict | None = None  # the machine's load during the timing (machine_load.LoadMonitor.summary)
 
     def journal_payload(self) -> dict:
         return {
@@ -84,4 +85,5 @@ class EvalReport:
             "batch": self.candidate.batch if self.candidate else None,
             "lock_wait_s": round(self.lock_wait_s, 3),
             "dataset": self.dataset,
+            "load": self.load,
         }

@@ -20,6 +20,7 @@ from vdbbench.agent.core.task import TaskCard
 from vdbbench.agent.evaluation.candidate import CandidateProcess, WorkerDied
 from vdbbench.agent.evaluation.eval_data import EvalData, Split
 from vdbbench.agent.evaluation.eval_report import EvalReport, Failure, Metrics
+from vdbbench.agent.evaluation.machine_load import LoadMonitor
 from vdbbench.agent.evaluation.timing_lock import timing_lock
 from vdbbench.common.recall import id_recall, knn_recall
 
@@ -100,6 +101,10 @@ class Evaluator:
         self._kept: tuple[tuple, CandidateProcess] | None = None  # the best's process, with its library's identity
         self.transfer = None  # the card's transfer targets with their data (vdbbench.agent.evaluation.transfer.Targets), once needed
         self.transfer_start: dict = {}  # the start version's recall on each transfer target, once measured
+        # The machine's load during the timing under way (sampled after each pair): a stop rule
+        # reads `self.load.loaded` to ask for more pairs on a busy machine.
+        self.load = LoadMonitor()
+        self.loaded: dict[str, dict] = {}  # each process's load reply in the last run (train_s, add_s, cache)
 
     def _spawn(self, library: Path, tag: str, deadline: float) -> CandidateProcess:
         self._n += 1
@@ -145,10 +150,13 @@ class Evaluator:
         return np.array_split(np.arange(n), max(1, n // batch))
 
     def run(self, split: str, candidate: Path, best: Path | None, *, stats: bool = False,
-            stop: StopRule | None = None, fresh: bool = False, search_args: dict | None = None) -> EvalReport:
+            stop: StopRule | None = None, fresh: bool = False, search_args: dict | None = None,
+            caches: dict[str, Path] | None = None) -> EvalReport:
         """Candidate against best (or alone) on `split`. With a best and a `stop` rule, the
         held-out and dev pairs go on until the rule says stop (dev: at least `dev_repeats`);
-        `search_args` overrides the candidate's search arguments (the best keeps the card's)."""
+        `search_args` overrides the candidate's search arguments (the best keeps the card's);
+        `caches` names an index file per process ("candidate", "best") to read the index from or
+        save it to (vdbbench.agent.evaluation.index_cache); what each load did is `self.loaded`."""
         obj = self.card.objective
         data: Split = getattr(self.data, split)
         slices = self.slices(split)
@@ -184,10 +192,11 @@ class Evaluator:
                 if name == "best" and kept and p.loaded:
                     continue
                 try:
-                    p.load(self.data.base)
+                    p.load(self.data.base, cache=(caches or {}).get(name))
                 except WorkerDied as exc:
                     failures[name] = Failure(exc.outcome, f"while building the index: {exc.text}")
             with timing_lock() as wait:
+                self.load = LoadMonitor()
                 for r in range(0 if failures else max_pairs):
                     sl = slices[r % len(slices)]
                     queries = np.ascontiguousarray(data.queries[sl])
@@ -206,6 +215,7 @@ class Evaluator:
                         break
                     if best is not None:
                         log_ratios.append(paired_log_ratio(self._chunks["candidate"], self._chunks["best"]))
+                    self.load.sample()
                     if r + 1 >= min_pairs and r + 1 < max_pairs:
                         if r + 1 >= len(slices) and self._recall(ids["candidate"], covered, data) < obj.recall_floor:
                             stopped = "recall"
@@ -219,6 +229,7 @@ class Evaluator:
                 if fresh and "candidate" not in failures and self._recall(ids["candidate"], covered, data) >= obj.recall_floor:
                     fresh_metrics = self._fresh(procs["candidate"], failures)
         finally:
+            self.loaded = {name: dict(p.loaded) for name, p in procs.items()}
             for name, p in procs.items():
                 if not (name == "best" and kept):
                     p.close()
@@ -247,7 +258,7 @@ class Evaluator:
         return EvalReport(split, cand, bst, gain, None, failures.get("candidate"), failures.get("best"),
                           pairs=len(log_ratios), log_ratios=log_ratios or None, spread=spread, cache_ratio=cache,
                           stopped=stopped, fresh=fresh_metrics, repeat_seconds=seconds, lock_wait_s=wait,
-                          dataset=self.data.dataset)
+                          dataset=self.data.dataset, load=self.load.summary())
 
     def recall_of(self, library: Path, tag: str = "candidate") -> dict:
         """recall@10 of one build at the engine's defaults on the held-out split: one untimed pass

@@ -58,6 +58,65 @@ def expand(name: str) -> str:
     return str(Path(name).expanduser()) if name.startswith("~") or "/" in name else name
 
 
+def availability(card: TaskCard) -> dict[str, str | None]:
+    """Without loading anything: for each transfer target's key, None when this machine can run it,
+    else why not (a file that is not there, a registered set not in the cache). Generated sets
+    and SIMD levels are always there (a level above the CPU's runs at the CPU's own)."""
+    from vdbbench.datasets.loader import parse_synth_name
+    from vdbbench.datasets.registry import cached_source, entry
+
+    out: dict[str, str | None] = {}
+    for t in targets(card, include_here=False):
+        if t.dataset is None:
+            out[t.key] = None
+            continue
+        name = expand(t.dataset.name)
+        if parse_synth_name(name) is not None:
+            out[t.key] = None
+        elif "/" in name:
+            out[t.key] = None if Path(name).exists() else f"{name} does not exist on this machine"
+        else:
+            try:
+                out[t.key] = None if cached_source(entry(name)) is not None else f"{name} is not in the data cache"
+            except Exception as exc:  # noqa: BLE001 - an unknown name is a missing target, said as such
+                out[t.key] = f"{name}: {exc}"
+    return out
+
+
+def describe(card: TaskCard, available: dict[str, str | None] | None = None) -> str:
+    """The task text's list of transfer targets: what each is, and the floor a new best must keep
+    there; targets this machine does not have are named as skipped."""
+    ts = targets(card, include_here=False)
+    if not ts:
+        return "none: only the card's own data is checked."
+    available = availability(card) if available is None else available
+    floor = card.objective.recall_floor
+    lines = []
+    for t in ts:
+        if t.simd:
+            what = (f"`{t.label}`: the card's data with VDBBENCH_SIMD={t.simd} set (an engine that picks its SIMD "
+                    f"kernels at run time must honour it, capping itself at {t.simd})")
+        elif t.dataset is not None and parse_dataset(t.dataset.name):
+            what = f"`{t.label}`: a generated data set of the same family drawn with another seed ({t.dataset.queries:,} queries)"
+        else:
+            kind = "real SIFT descriptors" if "sift" in t.dataset.name.lower() else "another data set"
+            what = f"`{t.label}`: {kind} ({t.dataset.queries:,} queries)"
+        missing = available.get(t.key)
+        lines.append(f"  - {what}: " + (f"SKIPPED here ({missing})" if missing else
+                                       f"recall@10 >= {floor} at the engine's defaults"))
+    rule = ("a new best that misses the floor on any of them is flagged and not kept (where the start version itself "
+            "is under the floor on a target, the start's own recall there is the floor)" if not card.transfer.advisory
+            else "a miss there is reported, not held against the submission (advisory)")
+    return ("checked on every would-be new best, with the harness's own queries you never see; the verdict says pass "
+            "or fail per target; " + rule + ":\n" + "\n".join(lines))
+
+
+def parse_dataset(name: str) -> bool:
+    from vdbbench.datasets.loader import parse_synth_name
+
+    return parse_synth_name(expand(name)) is not None
+
+
 def load_data(spec: TransferDataset, card: TaskCard) -> EvalData:
     """A transfer data set's base vectors and its first `queries` queries with exact ground truth
     (one split, used as held-out, dev and fresh alike). Raises TransferMissing when absent."""
@@ -223,6 +282,20 @@ def check(targets_: Targets, lib: Path, start_lib: Path | None, start_recalls: d
 
 def failing(rows: list[dict]) -> list[dict]:
     return [r for r in rows if not r.get("skipped") and not r.get("holds")]
+
+
+def verdict_text(rows: list[dict]) -> str:
+    """The model's view of a transfer check: pass or fail per target, never the recall figures
+    (the targets' queries are fixed; their exact recall would be something to tune against)."""
+    parts = []
+    for r in rows:
+        if r.get("skipped"):
+            parts.append(f"{r['label']}: skipped (not on this machine)")
+        elif r.get("failure"):
+            parts.append(f"{r['label']}: FAIL (the engine failed there: {r['failure'][:200]})")
+        else:
+            parts.append(f"{r['label']}: {'pass' if r.get('holds') else 'FAIL (recall@10 under the floor at the engine defaults)'}")
+    return "; ".join(parts)
 
 
 def finding_text(r: dict) -> str:

@@ -25,6 +25,7 @@ class SessionState(Facts):
     6000-call sessions stay cheap) plus what is happening right now."""
 
     last_outcome: str | None = None
+    last_verdict: str | None = None  # the decision's label ("under the margin (+0.3% < 3%)"), else its outcome
     last_message: str = ""
     last_reason: str = ""
     activity: str = "starting"
@@ -57,9 +58,11 @@ class SessionState(Facts):
             self.activity = "measured the reference"
         elif kind == "decision":
             self.last_outcome = ev.get("outcome")
+            self.last_verdict = ev.get("verdict") or ev.get("outcome")
             self.last_message = terminal_text(" ".join(str(ev.get("message") or "").split()))
             self.last_reason = terminal_text(" ".join(str(ev.get("reason") or "").split()))
-            self.recent.append((ev.get("iteration"), ev.get("outcome"), ev.get("qps"), self.last_message))
+            self.recent.append((ev.get("iteration"), ev.get("outcome"), ev.get("qps"), self.last_message,
+                                ev.get("verdict") or ev.get("outcome")))
             self.activity = "decided"
         elif kind == "compaction":
             self.activity = f"compacted {ev.get('before_tokens')} -> {ev.get('after_tokens')} tokens"
@@ -80,7 +83,7 @@ def _colour(outcome: str | None) -> str:
 
 def decision_line(state: SessionState, ev: Mapping[str, Any], now: float | None = None) -> str:
     """The quiet mode's plain line for a decision."""
-    parts = [f"[it {ev.get('iteration')}] {ev.get('outcome')}"]
+    parts = [f"[it {ev.get('iteration')}] {ev.get('verdict') or ev.get('outcome')}"]
     if ev.get("qps") is not None:
         parts.append(f"{fmt_qps(ev.get('qps'), missing='—')} QPS")
     if ev.get("recall10") is not None:
@@ -168,7 +171,7 @@ class LiveView:
         speed = f" (×{s.speedup:.2f} the start)" if s.speedup else ""
         ref = f", {s.of_reference:.0%} of the reference" if s.of_reference else ""
         best = f"{fmt_qps(s.best_qps, missing='—')} QPS{speed}{ref}" + (f", recall {s.best_recall_shown:.4f}" if s.best_recall_shown is not None else "")
-        last = Text(s.last_outcome or "—", style=_colour(s.last_outcome))
+        last = Text(s.last_verdict or "—", style=_colour(s.last_outcome))
         grid.add_row("iteration", self._limit(s.iteration, b.iterations), "best", best)
         grid.add_row("tool calls", self._limit(s.tool_calls, b.tool_calls), "last outcome", last)
         grid.add_row("tokens", self._limit(s.tokens, b.tokens, lambda v: f"{int(v):,}"), "last change", Text(s.last_message[:70] or "—"))
@@ -176,8 +179,8 @@ class LiveView:
         grid.add_row("elapsed", self._limit(s.elapsed(now), b.wall_s, _clock), "now", Text(s.stopped or s.activity))
         grid.add_row("accepted", str(len(s.accepted)), "compactions / reviews", f"{s.compactions} / {s.reviews}")
         recent = Table.grid(padding=(0, 1))
-        for it, outcome, qps, msg in s.recent:
-            recent.add_row(f"it {it}", Text(str(outcome), style=_colour(outcome)),
+        for it, outcome, qps, msg, verdict in s.recent:
+            recent.add_row(f"it {it}", Text(str(verdict), style=_colour(outcome)),
                            fmt_qps(qps) if qps is not None else "", Text(msg[:60]))
         body = Table.grid()
         body.add_row(grid)

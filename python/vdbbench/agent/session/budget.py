@@ -259,7 +259,7 @@ def cost_of(model: str, prompt_tokens: int | None, completion_tokens: int | None
 def exceeded(budgets: Budgets, usage: Usage) -> tuple[str, float, float] | None:
     """The first budget reached as (which, limit, used), `which` as in the journal; None if all remain."""
     checks = (
-        ("iterations", budgets.iterations, usage.submissions),
+        ("iterations", budgets.iterations, usage.iterations),
         ("tool_calls", budgets.tool_calls, usage.tool_calls),
         ("tokens", budgets.tokens, usage.tokens),
         ("cost", budgets.cost_usd, usage.cost_usd),

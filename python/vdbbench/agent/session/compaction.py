@@ -15,7 +15,7 @@ _MESSAGE_OVERHEAD = 4
 # Harness plumbing, and what the summary states in its own words (the reference line) or the
 # system prompt already carries in full (the hints), stay out of the summary's task lines.
 _TASK_SKIP = frozenset({"path", "start", "build", "tests", "limits", "session", "budgets", "prices", "card",
-                        "reference", "hints"})
+                        "reference", "hints", "index_cache"})
 SUMMARY_HEADER = "## Session state (compacted from the journal; older turns were dropped)"
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from vdbbench.agent.core import workspace as wsp
-from vdbbench.agent.core.facts import Facts, Usage
+from vdbbench.agent.core.facts import FREE_OUTCOME, Facts, Usage
 from vdbbench.agent.core.journal import Journal
 from vdbbench.agent.core.task import TaskCard, load_task
 from vdbbench.agent.core.workspace import BuildResult, TestResult
@@ -176,6 +176,7 @@ class Session:
             say_warning(damage)
             self.emit("error", where="journal", text=damage)
         self.evaluator = evaluator_for(card, make_eval_data(card), self.run_dir)
+        startup.announce_transfer(self)
         if resumed:
             startup.restore(self)
         else:
@@ -383,10 +384,10 @@ class Session:
 
     # -- submit: the judge -----------------------------------------------------------------
     def submit(self, message: str) -> ToolResult:
-        used = self.usage().submissions
-        if self.budgets.iterations is not None and used >= self.budgets.iterations:
+        usage = self.usage()
+        if self.budgets.iterations is not None and usage.iterations >= self.budgets.iterations:
             return ToolResult(f"submission not run: the iteration budget ({self.budgets.iterations}) is used up", ok=False)
-        self.journal.iteration = used + 1
+        self.journal.iteration = usage.submissions + 1
         it = self.journal.iteration
         judge = Judge(self.card, self.ws, self.builds, self.evaluator, self.emit, self.build_current, self.run_tests)
         before = self.best.qps
@@ -402,6 +403,9 @@ class Session:
             self.emit("review", text=prompt)
             self._pending_user.append(prompt)
         text = decision_text(decision, it)
+        if decision.outcome == FREE_OUTCOME:
+            left = (f" ({self.budgets.iterations - self.usage().iterations} left)" if self.budgets.iterations is not None else "")
+            text += f"\nThis submission did not spend an iteration of the budget{left}: failing tests are refused before any timing."
         if decision.accepted:
             text += "\nCurrent best: " + prompts.best_text(self.card, self.best.qps, self.best.recall10, self.best.commit)
         return ToolResult(text, ok=decision.accepted)

@@ -92,6 +92,9 @@ class Profile:
     clock: str
     stats: dict | None
     perf: str | None
+    spread: float | None = None  # standard deviation of ln(QPS) over the repeats: the timing's noise
+    load: dict | None = None  # the machine's load while it was timed (machine_load.LoadMonitor.summary)
+    loaded: dict | None = None  # the load reply: train_s, add_s, and `cache` when an index file was named
 
 
 def perf_missing(perf: str = "perf") -> str | None:
@@ -102,12 +105,15 @@ def perf_missing(perf: str = "perf") -> str | None:
 
 
 def run_profile(library: Path, card, base: np.ndarray, queries: np.ndarray, log_dir: Path,
-                search_args: dict | None = None, perf: str | None = "perf", seconds: float = PERF_SECONDS) -> Profile:
+                search_args: dict | None = None, perf: str | None = "perf", seconds: float = PERF_SECONDS,
+                cache: Path | None = None) -> Profile:
     """Build the index once in a candidate process, time `dev_repeats` repeats of searching
     `queries` (one call per pass; the stats of the last call kept), then, when `perf` is given,
     sample the same process with `perf record` while it searches for `seconds` more. Timing and
-    sampling hold the node's timing lock. WorkerDied when the candidate fails."""
+    sampling hold the node's timing lock. `cache`: an index file to read the index from or save it
+    to (vdbbench.agent.evaluation.index_cache). WorkerDied when the candidate fails."""
     from vdbbench.agent.evaluation.candidate import CandidateProcess
+    from vdbbench.agent.evaluation.machine_load import LoadMonitor
     from vdbbench.agent.evaluation.timing_lock import timing_lock
 
     obj = card.objective
@@ -116,14 +122,18 @@ def run_profile(library: Path, card, base: np.ndarray, queries: np.ndarray, log_
         proc.search_args.update(search_args)
     queries = np.ascontiguousarray(queries)
     try:
-        proc.load(base)
-        passes, stats = [], None
+        proc.load(base, cache=cache)
+        passes, stats, per_repeat = [], None, []
         with timing_lock():
+            monitor = LoadMonitor()
             for r in range(obj.dev_repeats):
                 proc.deadline = time.monotonic() + card.limits.eval_timeout_s
                 _, _, ps, st = proc.repeat(queries, 7_000 + r, obj.dev_repeat_seconds, stats=r == obj.dev_repeats - 1)
                 passes += ps
                 stats = st if st is not None else stats
+                spent = sum(p[0] if obj.clock_kind == "cpu" else p[1] for p in ps)
+                per_repeat.append(queries.shape[0] * len(ps) / max(spent, 1e-9))
+                monitor.sample()
             sampled = None
             if perf is not None:
                 sampled = perf_missing(perf) or _perf_sample(proc, queries, card, shutil.which(perf), seconds)
@@ -132,7 +142,9 @@ def run_profile(library: Path, card, base: np.ndarray, queries: np.ndarray, log_
     judged = sum(p[0] if obj.clock_kind == "cpu" else p[1] for p in passes)
     n = queries.shape[0] * len(passes)
     qps = n / max(judged, 1e-9)
-    return Profile(qps, 1000.0 / qps, queries.shape[0], obj.dev_repeats, n, obj.clock_kind, stats, sampled)
+    spread = float(np.std(np.log(per_repeat), ddof=1)) if len(per_repeat) > 1 else None
+    return Profile(qps, 1000.0 / qps, queries.shape[0], obj.dev_repeats, n, obj.clock_kind, stats, sampled,
+                   spread=spread, load=monitor.summary(), loaded=dict(proc.loaded))
 
 
 def _perf_sample(proc, queries: np.ndarray, card, exe: str, seconds: float) -> str:

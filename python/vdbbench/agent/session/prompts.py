@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vdbbench.agent.core.task import TaskCard
+from vdbbench.agent.evaluation import transfer
 from vdbbench.agent.evaluation.eval_report import fmt_qps
 from vdbbench.agent.session.machine import Machine
 
@@ -119,5 +120,7 @@ def system_prompt(prompts, card: TaskCard, machine: Machine, data: "EvalData | N
         repeat_text=repeat_text(c), machine=machine.describe(),
         best="stated in the conversation (the first message, then every accepted verdict)",
         hints=(f"## Hints\n{c.hints}" if c.hints else ""),
+        transfer=(f"- Transfer targets (where the result must hold too): {transfer.describe(c)}"
+                  if c.transfer.datasets or c.transfer.simd else ""),
     )
     return render(prompts, "system.md") + "\n\n" + task

@@ -13,7 +13,29 @@ from vdbbench.agent.session.node import moved_since_last_segment
 from vdbbench.agent.session.session_api import Best, SessionApi, SessionError
 from vdbbench.common.console import say_warning
 
-__all__ = ["Best", "SessionError", "baseline", "check_resumable", "damage_text", "measure_reference", "restore"]
+__all__ = ["Best", "SessionError", "announce_transfer", "baseline", "check_resumable", "damage_text", "measure_reference", "restore"]
+
+
+def announce_transfer(session: SessionApi) -> list[dict]:
+    """Say at the start, loudly, which of the card's transfer targets this machine cannot run (a
+    real SIFT file that is not in the data cache, say), and journal every target's availability
+    (`transfer_targets`). Returns the rows."""
+    from vdbbench.agent.evaluation import transfer
+
+    card = session.card
+    available = transfer.availability(card)
+    rows = [{"key": t.key, "label": t.label, "skipped": available.get(t.key)}
+            for t in transfer.targets(card, include_here=False)]
+    if not rows:
+        return rows
+    missing = [r for r in rows if r["skipped"]]
+    if missing:
+        say_warning(f"TRANSFER TARGETS MISSING: {len(missing)} of the {len(rows)} transfer targets of {card.name} are not "
+                    "on this machine and will be SKIPPED, so a new best is not checked there:\n"
+                    + "\n".join(f"  - {r['label']}: {r['skipped']}" for r in missing)
+                    + "\nReal SIFT (photo-sift-a) is written into the data cache by ../shared/tools/photo_sift; see docs/real-sift.md.")
+    session.emit("transfer_targets", targets=rows, missing=len(missing))
+    return rows
 
 
 def check_resumable(session: SessionApi) -> None:

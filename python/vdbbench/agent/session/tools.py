@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from vdbbench.agent.core import workspace as wsp
 from vdbbench.agent.core.task import TaskCard
 from vdbbench.agent.core.workspace import PathRefused, resolve_path
+from vdbbench.agent.evaluation import index_cache
 from vdbbench.agent.evaluation.candidate import WorkerDied
 from vdbbench.agent.evaluation.eval_report import EvalReport, fmt_qps
-from vdbbench.agent.evaluation.judge import SequentialTest
+from vdbbench.agent.evaluation.judge import SequentialTest, robust_spread, short_of_margin
+from vdbbench.agent.evaluation.machine_load import load_text
 from vdbbench.agent.session import profiling
 from vdbbench.agent.session.session_api import SessionApi as Session
 
@@ -30,6 +34,7 @@ MAX_SEARCH_CHARS = 12_000
 MAX_SEARCH_LINE = 200  # characters of one matching line shown
 BENCHMARK_SECONDS = 20  # default: how long `benchmark` adds pairs after its first ones
 BENCHMARK_MAX_SECONDS = 120
+CHECK_SECONDS = 10  # `check`'s short paired benchmark: pairs added for at most this long
 _SKIP_DIRS = {".git", "target", "__pycache__"}
 _JSON_TYPES = {"string": (str,), "integer": (int,), "boolean": (bool,)}
 
@@ -349,25 +354,54 @@ def compare_text(s: Session, report: EvalReport, what: str, overrides: dict | No
         lines.append(f"gain {_pct(report.gain)} over {len(d)} interleaved pairs, {interval}"
                      + (f"; stopped: {stopped}" if stopped else ""))
         lines.append("per-pair gains: " + ", ".join(_pct(math.expm1(x)) for x in d))
-        verdict = test.decide(d)
+        loaded = bool((report.load or {}).get("loaded"))
+        verdict = test.decide(d, loaded)
         if len(d) < test.min_pairs:
             judged = f"too few pairs for the judge's rule (it times at least {test.min_pairs})"
         elif verdict == "accept":
             judged = "these pairs would pass the judge's rule"
         elif verdict == "reject":
-            judged = f"these pairs would fail the judge's rule (gain under the {test.margin:.0%} margin, or unclear at the cap)"
+            judged = f"these pairs would fail the judge's rule: {short_of_margin(test, d, loaded)}"
         else:
-            judged = "the judge would still be undecided on these pairs"
+            judged = f"the judge would still be undecided on these pairs ({short_of_margin(test, d, loaded)})"
         lines.append(f"{judged}; a submission is judged the same way on held-out queries you never see")
-    lines.append(f"index build: train {c.train_s:.3f} s, add {c.add_s:.3f} s")
+    lines.append(noise_text(report.log_ratios, report.load))
     return "\n".join(lines)
 
 
+def noise_text(log_ratios, load: dict | None) -> str:
+    """How far a timing can be trusted: the machine's load while it ran, and the spread of its pairs."""
+    text = f"timing conditions: {load_text(load)}"
+    if log_ratios and len(log_ratios) > 1:
+        sd = float(np.std(log_ratios, ddof=1))
+        text += (f"; measured noise: per-pair spread {sd:.1%} (robust {robust_spread(log_ratios):.1%}), pair ratios "
+                 f"{math.exp(min(log_ratios)):.3f} .. {math.exp(max(log_ratios)):.3f}")
+    return text
+
+
+def _index_caches(s: Session, rebuild: bool, with_best: bool = True) -> tuple[index_cache.CacheKey | None, dict | None]:
+    """The working copy's index key and the index files of candidate (and best, when its process is
+    not kept) for this benchmark; (None, None) when the card names no index-shaping files."""
+    dataset = s.evaluator.data.dataset
+    key = index_cache.working_key(s.ws, s.card, dataset)
+    if key is None:
+        return None, None
+    cache = index_cache.IndexCache(s.run_dir)
+    if rebuild:
+        cache.path(key).unlink(missing_ok=True)
+    files = {"candidate": cache.path(key)}
+    if with_best and not s.card.limits.keep_best_worker:
+        best = index_cache.commit_key(s.ws, s.card, dataset, s.best.commit)
+        if best is not None:
+            files["best"] = cache.path(best)
+    return key, files
+
+
 def benchmark(s: Session, nprobe: int | None = None, rerank: int | None = None,
-              max_seconds: int | None = None) -> ToolResult:
+              max_seconds: int | None = None, rebuild: bool = False) -> ToolResult:
     """Working copy against the best on the dev queries, in interleaved pairs added (after the
     card's `dev_repeats`) until the gain's interval is clear of zero or within the margin, or the
-    time cap."""
+    time cap. The trained index is reused while no index-shaping file changed (index_cache)."""
     ok, text, _ = s.build_current()
     if not ok:
         return ToolResult(f"cannot benchmark: {text}", ok=False)
@@ -387,15 +421,47 @@ def benchmark(s: Session, nprobe: int | None = None, rerank: int | None = None,
             why.append(reason)
         return reason is not None
 
-    report = s.evaluator.run("dev", s.current_lib, s.best_lib, stop=stop, search_args=overrides or None)
-    s.emit("evaluation", **report.journal_payload(), tool="benchmark", search_args=overrides or None)
+    key, caches = _index_caches(s, rebuild)
+    report = s.evaluator.run("dev", s.current_lib, s.best_lib, stop=stop, search_args=overrides or None, caches=caches)
+    loaded = s.evaluator.loaded.get("candidate", {})
+    how = loaded.get("cache") if caches else None
+    if caches:
+        index_cache.IndexCache(s.run_dir).prune(keep=3)
+    s.emit("evaluation", **report.journal_payload(), tool="benchmark", search_args=overrides or None,
+           index_cache=how, index_key=key.key if key else None)
+    index_line = index_cache.cache_text(key, how, s.card, loaded)
     if report.failure:
         return ToolResult(f"benchmark failed ({report.failure.outcome}): {report.failure.text}", ok=False)
     if report.best_failure:
         return ToolResult(f"the best build failed under the harness ({report.best_failure.text}); yours:\n"
-                          + compare_text(s, EvalReport("dev", report.candidate, None, None, None), "dev queries", overrides),
-                          ok=False)
-    return ToolResult(compare_text(s, report, "dev queries", overrides, why[-1] if why else ""))
+                          + compare_text(s, EvalReport("dev", report.candidate, None, None, None, load=report.load),
+                                         "dev queries", overrides) + "\n" + index_line, ok=False)
+    return ToolResult(compare_text(s, report, "dev queries", overrides, why[-1] if why else "") + "\n" + index_line)
+
+
+def check(s: Session) -> ToolResult:
+    """What a submission of the working copy would meet, without spending an iteration: the build,
+    the tests, and a short paired benchmark against the best."""
+    ok, text, _ = s.build_current()
+    if not ok:
+        return ToolResult("check: the build FAILS, so a submission now would be rejected as build_failed and spend an "
+                          f"iteration:\n{text}", ok=False)
+    lines = [f"check: {text.splitlines()[0]}"]
+    if s.card.tests.enabled:
+        res = s.run_tests()
+        if not res.ok:
+            what = "do not compile" if not res.compiled else f"FAIL: {res.summary}"
+            return ToolResult("\n".join(lines) + f"\ntests {what} ({res.seconds:.1f} s), so a submission now would be "
+                              f"refused (that does not spend an iteration):\n{res.failures}", ok=False)
+        lines.append(f"tests passed ({res.seconds:.1f} s): {res.summary}")
+    else:
+        lines.append("tests: this task has none")
+    if wsp.is_clean(s.ws, s.card):
+        lines.append("no change against the best: a submission now would be rejected as no_change")
+        return ToolResult("\n".join(lines))
+    bench = benchmark(s, max_seconds=CHECK_SECONDS)
+    lines.append(f"short benchmark (at most {CHECK_SECONDS} s of added pairs; `benchmark` times longer):\n{bench.text}")
+    return ToolResult("\n".join(lines), ok=bench.ok)
 
 
 def profile(s: Session, nprobe: int | None = None, rerank: int | None = None, perf: bool = True) -> ToolResult:
@@ -409,15 +475,20 @@ def profile(s: Session, nprobe: int | None = None, rerank: int | None = None, pe
         return ToolResult(f"cannot profile: {text}", ok=False)
     overrides = _overrides(nprobe, rerank)
     queries = s.evaluator.data.dev.queries[s.evaluator.slices("dev")[0]]
+    key, caches = _index_caches(s, False, with_best=False)
     try:
         p = profiling.run_profile(s.current_lib, s.card, s.evaluator.data.base, queries, s.evaluator.logs,
-                                  overrides or None, perf="perf" if perf else None)
+                                  overrides or None, perf="perf" if perf else None,
+                                  cache=(caches or {}).get("candidate"))
     except WorkerDied as exc:
         return ToolResult(f"profile failed ({exc.outcome}): {exc.text}", ok=False)
     args = (" with " + ", ".join(f"{k}={v}" for k, v in overrides.items())) if overrides else ""
     text = (f"your working copy{args} on the dev queries: {p.repeats} timed repeats of search calls of {p.batch:,} "
             f"queries each ({p.queries_timed:,} queries timed): {fmt_qps(p.qps)} QPS, {p.ms_per_query:.4f} ms/query on "
-            f"the {p.clock} clock\nlast_search_stats() of the last call (one search of {p.batch:,} queries):\n"
+            f"the {p.clock} clock\ntiming conditions: {load_text(p.load)}"
+            + (f"; measured noise: spread of the repeats' QPS {p.spread:.1%}" if p.spread is not None else "")
+            + f"\n{index_cache.cache_text(key, (p.loaded or {}).get('cache') if key else None, s.card, p.loaded or {})}"
+            f"\nlast_search_stats() of the last call (one search of {p.batch:,} queries):\n"
             + profiling.stats_text(p.stats) + (f"\n{p.perf}" if p.perf else ""))
     s.last_profile = text
     return ToolResult(text)
@@ -484,13 +555,18 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
     Tool("run_tests", "Run the candidate's Rust tests (cargo test); returns failing tests and their assertion text.", run_tests),
     Tool("benchmark", "Measure your working copy against the current best on the development queries, in interleaved "
                       "pairs added until the gain's interval is clear of zero (or within the margin, or a time cap). "
-                      "nprobe/rerank search your copy with other parameters, without rebuilding.", benchmark,
+                      "nprobe/rerank search your copy with other parameters, without rebuilding. The trained index is "
+                      "reused while no file that shapes it changed (the result says which files those are).", benchmark,
          {**_SEARCH_ARGS, "max_seconds": {"type": "integer", "minimum": 1,
-                                          "description": f"time cap of the added pairs (default {BENCHMARK_SECONDS}, at most {BENCHMARK_MAX_SECONDS})"}}),
+                                          "description": f"time cap of the added pairs (default {BENCHMARK_SECONDS}, at most {BENCHMARK_MAX_SECONDS})"},
+          "rebuild": {"type": "boolean", "default": False,
+                      "description": "train and fill the index again even when no index-shaping file changed"}}),
     Tool("profile", "Where a search of your working copy spends its time: every field of the engine's "
                     "last_search_stats() (stage seconds, a nested `timers` dict of named seconds you may add, counters), "
                     "and perf samples of the hottest functions where the machine has perf.", profile,
          {**_SEARCH_ARGS, "perf": {"type": "boolean", "default": True, "description": "also sample with perf (a few seconds more)"}}),
+    Tool("check", "Before you submit: build, run the tests, and a short paired benchmark against the best; says what "
+                  "a submission of the working copy would meet, without spending an iteration.", check),
     Tool("submit", "Full evaluation of your working copy on held-out queries; accepted (and committed) only if recall@10 stays at or above the floor and QPS beats the best by the margin with significance.",
          lambda s, **a: s.submit(**a),
          {"message": {"type": "string", "description": "one line: what you changed and why it should be faster"}}, ("message",)),
