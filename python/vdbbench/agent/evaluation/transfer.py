@@ -62,6 +62,7 @@ def availability(card: TaskCard) -> dict[str, str | None]:
     """Without loading anything: for each transfer target's key, None when this machine can run it,
     else why not (a file that is not there, a registered set not in the cache). Generated sets
     and SIMD levels are always there (a level above the CPU's runs at the CPU's own)."""
+    from vdbbench.datasets.built import BUILT
     from vdbbench.datasets.loader import parse_synth_name
     from vdbbench.datasets.registry import cached_source, entry
 
@@ -75,6 +76,9 @@ def availability(card: TaskCard) -> dict[str, str | None]:
             out[t.key] = None
         elif "/" in name:
             out[t.key] = None if Path(name).exists() else f"{name} does not exist on this machine"
+        elif name in BUILT:
+            spec = BUILT[name]
+            out[t.key] = None if spec.path.exists() else f"{name} is not built here ({spec.build_hint})"
         else:
             try:
                 out[t.key] = None if cached_source(entry(name)) is not None else f"{name} is not in the data cache"

@@ -33,7 +33,8 @@ def announce_transfer(session: SessionApi) -> list[dict]:
         say_warning(f"TRANSFER TARGETS MISSING: {len(missing)} of the {len(rows)} transfer targets of {card.name} are not "
                     "on this machine and will be SKIPPED, so a new best is not checked there:\n"
                     + "\n".join(f"  - {r['label']}: {r['skipped']}" for r in missing)
-                    + "\nReal SIFT (photo-sift-a) is written into the data cache by ../shared/tools/photo_sift; see docs/real-sift.md.")
+                    + "\nReal SIFT (photo-sift-a) is built into the data cache by `vdbbench datasets build photo-sift-a --setup`; "
+                    "see docs/real-sift.md.")
     session.emit("transfer_targets", targets=rows, missing=len(missing))
     return rows
 
