@@ -65,7 +65,7 @@ fn search_once(agent: &ureq::Agent, url: &str, q: &[f32], top_k: u32) -> (Result
 
 fn check(plan: &QueryPlan<'_>) -> Result<usize, LoadError> {
     let invalid = |m: String| Err(LoadError::Invalid(m));
-    if plan.dim == 0 || plan.queries.len() % plan.dim != 0 {
+    if plan.dim == 0 || !plan.queries.len().is_multiple_of(plan.dim) {
         return invalid(format!("{} values are not rows of dim {}", plan.queries.len(), plan.dim));
     }
     let nq = plan.queries.len() / plan.dim;
