@@ -173,7 +173,12 @@ def test_hnsw_and_refine_peers_reach_target(small, tmp_path):
         r = run_index(adapter_class(name)(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
         assert results.target_met(r), name
     refine = json.loads((tmp_path / "faiss-ivf-sq8-refine.json").read_text())
-    assert {p["params"]["k_factor"] for p in refine["swept"]} == {1, 4, 8, 16}  # the default sweep (0, 4k, 8k, 16k) as k_factors
+    assert {p["params"]["k_factor"] for p in refine["swept"]} == {1, 2, 4, 8, 16}  # its own range
+    # the result says what each knob's sweep covered
+    knobs = refine["run"]["knobs"]
+    assert knobs["k_factor"] == {"values": [1, 2, 4, 8, 16]}
+    assert knobs["nprobe"]["adaptive"] == [1, refine["index"]["params"]["nlist"]]
+    assert knobs["nprobe"]["values"] == sorted({p["params"]["nprobe"] for p in refine["swept"]})
 
 
 def test_unsupported_metric_and_missing_ground_truth_are_refused(small, tmp_path):

@@ -17,7 +17,7 @@ from vdbbench.bench import cache, hugepages, results, rivals
 from vdbbench.bench.bandwidth import read_gbps_once
 from vdbbench.bench.concurrent import DEFAULT_CLIENTS, DEFAULT_DURATION_S, measure_levels
 from vdbbench.bench.frontier import SLACK, select_for_timing
-from vdbbench.adapters.interface import Adapter, BuildInfo, RunOptions
+from vdbbench.adapters.interface import Adapter, BuildInfo, ParamSpace, RunOptions, swept_space
 from vdbbench.common.recall import (
     RECALL_TARGET, check_confidence, id_recall, knn_recall_per_query, recall_lower_bound, recall_standard_error,
 )
@@ -155,9 +155,8 @@ class _PointEvaluator:
         return got
 
 
-def sweep_points(adapter: Adapter, evaluate, config: RunConfig, reporter) -> list[dict]:
+def sweep_points(adapter: Adapter, space: ParamSpace, evaluate, config: RunConfig, reporter) -> list[dict]:
     """The parameter sets to measure: adaptive (or explicit) primary values per secondary combo."""
-    space = adapter.param_space()
     points: list[dict] = []
     for combo in space.combos():
         def recall_of(v, combo=combo):
@@ -263,7 +262,8 @@ def run_index(
     # 1M vectors) is not measured again by --resume
     evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"], config.recall_confidence,
                                saved=lambda: results.write_json(partial_path, state))
-    param_sets = sweep_points(adapter, evaluate, config, reporter)
+    space = swept_space(adapter)
+    param_sets = sweep_points(adapter, space, evaluate, config, reporter)
     knobs = set(param_sets[0]) if param_sets else set()
     # a baseline point from before a knob existed names it at 0, its "off" (as `gate` reads it)
     extras = [{**{k: 0 for k in knobs - set(e)}, **e} for e in config.extra_points if set(e) <= knobs]
@@ -280,11 +280,11 @@ def run_index(
     for point in state["points"]:
         point.pop("recall10_low", None)
         point.update({key: v for key, v in evaluate(point["params"]).items() if key != "qps_estimate"})
-    if config.time_points == "all" or adapter.param_space().primary_values is not None:
+    if config.time_points == "all" or space.primary_values is not None:
         # every point, also when the user listed the knob values to measure (--nprobe 1,2,4)
         to_time = {results.point_key(p) for p in param_sets}
     else:
-        to_time = select_for_timing(swept, config.target, off_at_zero=adapter.param_space().off_at_zero)
+        to_time = select_for_timing(swept, config.target, off_at_zero=space.off_at_zero)
         to_time |= {results.point_key(p) for p in param_sets if p in extras}
     done = {(results.point_key(p["params"]), p["threads"], p["mode"]) for p in state["points"]}
     nsingle = min(config.single_queries, dataset.nq)
@@ -316,7 +316,7 @@ def run_index(
                 results.write_json(partial_path, state)
                 reporter.advance(adapter.name)
 
-    off_at_zero = adapter.param_space().off_at_zero
+    off_at_zero = space.off_at_zero
     headline = results.compute_headline(
         state["points"], config.target, config.timed_modes, config.threads, cost_ordered=True,
         off_at_zero=off_at_zero,
@@ -361,7 +361,9 @@ def run_index(
             "recall_note": "recall10 of every point is measured on all nq queries with one batch search"
                            + (f"; a point reaches the target when recall10_low, the lower end of its one-sided "
                               f"{config.recall_confidence:g} confidence interval, does" if config.recall_confidence else ""),
-            "primary_knob": adapter.param_space().primary,
+            "primary_knob": space.primary,
+            # what each knob's sweep covered (the peers sweep their own knobs over their own ranges)
+            "knobs": space.describe({space.primary: [p[space.primary] for p in param_sets]}),
             "time_points": config.time_points,
             "frontier_slack": SLACK if config.time_points == "frontier" else None,
         },
