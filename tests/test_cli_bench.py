@@ -56,7 +56,7 @@ def test_run_with_a_peer_writes_results_plot_and_ratio_table(tmp_path, capsys):
     assert row.endswith(f"x ({min(rounds):.2f}-{max(rounds):.2f}) |")
     # and the knobs each index swept: the refine peer its own k_factor range, not our --rerank 40
     assert "- faiss-ivf-sq8-refine: nprobe " in table and "; k_factor 1,2,4,8,16" in table
-    assert ref["run"]["knobs"]["k_factor"] == {"values": [1, 2, 4, 8, 16]}
+    assert ref["run"]["knobs"]["k_factor"]["values"] == [1, 2, 4, 8, 16]
     printed = capsys.readouterr().out
     assert "faiss-ivf-flat" in printed and "1.00x" in printed
 

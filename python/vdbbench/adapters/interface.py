@@ -76,17 +76,22 @@ class ParamSpace:
         raise ValueError(f"no knob {knob!r} to sweep (its knobs: {names})")
 
     def describe(self, visited: dict[str, list] | None = None) -> dict[str, dict]:
-        """What the sweep of each knob covers, for the result (``run.knobs``): a secondary knob
-        its list; the primary its list, or when swept adaptively the bounds it may move within
-        and (from ``visited``) the values it reached."""
+        """What the sweep of each knob covers, for the result (``run.knobs``): ``values``, its list
+        (for the primary knob swept adaptively: the values it reached, with ``adaptive``, the
+        bounds it may move within); with ``visited`` (knob -> values the sweep measured) a
+        secondary knob also says which of its values were ``swept`` (a fast sweep skips steps
+        that stopped paying)."""
+        visited = visited or {}
         out: dict[str, dict] = {}
         if self.primary_values is not None:
             out[self.primary] = {"values": sorted(set(self.primary_values))}
         else:
             out[self.primary] = {"adaptive": [self.start, self.stop],
-                                 "values": sorted(set((visited or {}).get(self.primary, [])))}
+                                 "values": sorted(set(visited.get(self.primary, [])))}
         for name, values in self.secondary.items():
             out[name] = {"values": list(values)}
+            if name in visited:
+                out[name]["swept"] = [v for v in values if v in set(visited[name])]
         return out
 
     def combos(self) -> list[dict[str, object]]:

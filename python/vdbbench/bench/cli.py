@@ -97,6 +97,12 @@ def register(subparsers) -> None:
     run.add_argument("--time-points", default="frontier", choices=("frontier", "all"),
                      help="frontier (default): time only the swept points on or near the recall/QPS front "
                      "around the target (the others are swept for recall only); all: time every point")
+    run.add_argument("--sweep", default="fast", choices=("fast", "full"),
+                     help="fast (default): explore each index's knobs on the first 2,000 queries, each "
+                     "combination from where the last crossed the target, skip knob steps that stopped paying, "
+                     "and time only headline candidates (recall on all queries) in the modes they may win; "
+                     "full: every combination swept from the low end on all queries and every point near the "
+                     "front timed in every mode (for tables and plots)")
     run.add_argument("--target-recall", type=float, default=RECALL_TARGET,
                      help=f"recall@10 target (default {RECALL_TARGET:g})")
     run.add_argument("--recall-confidence", type=float, default=0.0,
@@ -216,7 +222,7 @@ def _config(args):
         target=args.target_recall, threads=threads, modes=modes, repeats=args.repeats,
         single_queries=args.single_queries, use_cache=not args.no_cache, options=_options(args),
         extra_points=extra, stat=args.stat, time_points=args.time_points, clients=clients,
-        duration_s=args.duration, recall_confidence=args.recall_confidence,
+        duration_s=args.duration, recall_confidence=args.recall_confidence, sweep=args.sweep,
     )
 
 

@@ -57,3 +57,37 @@ def select_for_timing(swept: list[dict], target: float, slack: float = SLACK, be
     if below > 0:
         keys |= {point_key(p["params"]) for p in under[-below:]}
     return keys
+
+
+#: In a fast sweep (`select_front_by_mode`), the share of the best estimate a candidate must reach
+#: to be timed in a mode: tighter than `SLACK`, as the candidates' estimates come from a search
+#: over all queries (batch) or a few hundred calls (single), and only headline candidates are timed.
+FAST_SLACK = 0.7
+#: The estimate of each timed mode, as a swept point carries it.
+ESTIMATES = {"batch": "qps_estimate", "single": "qps_estimate_single"}
+
+
+def headline_candidates(swept: list[dict], target: float, off_at_zero: tuple[str, ...] = ()) -> list[dict]:
+    """The swept points reaching the target that no other reaching one undercuts on every knob:
+    the only points any mode's headline can be (`results.cheapest_points`)."""
+    return cheapest_points([p for p in swept if reaches(p, target)], off_at_zero)
+
+
+def select_front_by_mode(swept: list[dict], target: float, modes: tuple[str, ...], slack: float = FAST_SLACK,
+                         off_at_zero: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """Mode -> point keys to time in it, for a fast sweep: the headline candidates
+    (`headline_candidates`) whose estimate in that mode (`ESTIMATES`) is within ``slack`` of the
+    best candidate's, and the one closest to the target from under it (its highest-recall point
+    on the estimated front), where the front crosses it. A candidate without that estimate is
+    always timed; when nothing reaches the target the two closest misses are."""
+    cands = headline_candidates(swept, target, off_at_zero)
+    under = estimated_front([p for p in swept if not reaches(p, target) and p.get("qps_estimate") is not None])
+    crossing = {point_key(p["params"]) for p in under[-(1 if cands else 2):]}
+    out = {}
+    for mode in modes:
+        field = ESTIMATES[mode]
+        known = [p[field] for p in cands if p.get(field) is not None]
+        best = max(known, default=0.0)
+        out[mode] = crossing | {point_key(p["params"]) for p in cands
+                                if p.get(field) is None or p[field] >= slack * best}
+    return out

@@ -150,12 +150,14 @@ def headline_markdown(runs: list[dict], ours: str | None, target: float) -> str:
 
 
 def knob_text(name: str, sweep: dict) -> str:
-    """One knob's sweep as a reader checks it: 'k_factor 1,2,4,8,16', or for an adaptive one
-    'nprobe 4-96 (adaptive within 1-4000)'."""
+    """One knob's sweep as a reader checks it: 'k_factor 1,2,4,8,16' (and which values a fast
+    sweep skipped), or for an adaptive one 'nprobe 4-96 (adaptive within 1-4000)'."""
     values = sweep.get("values") or []
     shown = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
     if "adaptive" not in sweep:
-        return f"{name} {shown}"
+        skipped = [v for v in values if v not in sweep.get("swept", values)]
+        left = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in skipped)
+        return f"{name} {shown}" + (f" ({left} skipped: the step before did not pay)" if skipped else "")
     lo, hi = sweep["adaptive"]
     reached = f"{min(values)}-{max(values)} " if values else ""
     return f"{name} {reached}(adaptive within {lo}-{hi})"

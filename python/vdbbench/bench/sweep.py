@@ -1,4 +1,5 @@
-"""The adaptive parameter sweep: double until the target recall is passed, bisect, step above."""
+"""The adaptive parameter sweep: double until the target recall is passed (or, from a guess, halve
+or double until it is bracketed), bisect, step above."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ def adaptive_values(
     target: float,
     max_bisect: int = 4,
     above: int = 2,
+    guess: int | None = None,
 ) -> list[int]:
     """Integer knob values (sorted) worth measuring for a knob whose recall grows with it.
 
@@ -21,6 +23,11 @@ def adaptive_values(
     steps, stopping when they are adjacent), then adds up to ``above`` points beyond the
     smallest value found to reach the target (x1.5, x2), so the front shows what more costs.
     When the target is never reached every doubling up to ``stop`` has been tried.
+
+    With a ``guess`` (where a like sweep crossed the target: the same knob under neighbouring
+    settings of the others) the crossing is bracketed from there instead: halving while the
+    guess and its halves reach the target, doubling while they do not. Near a good guess that
+    takes two or three values where doubling from ``start`` takes seven or eight.
     """
     if start < 1 or stop < start:
         raise ValueError(f"bad sweep range {start}..{stop}")
@@ -34,7 +41,21 @@ def adaptive_values(
     lo: int | None = None
     hi: int | None = None
     v = start
-    while True:
+    if guess is not None:
+        v = min(stop, max(start, int(guess)))
+        if rec(v) >= target:
+            hi = v
+            while hi > start:  # halve down to the first value under the target
+                v = max(start, hi // 2)
+                if rec(v) >= target:
+                    hi = v
+                else:
+                    lo = v
+                    break
+        else:
+            lo = v
+            v = min(stop, v * 2)
+    while hi is None:
         if rec(v) >= target:
             hi = v
             break
@@ -56,3 +77,41 @@ def adaptive_values(
     for factor in (1.5, 2.0)[:above]:
         rec(min(stop, int(math.ceil(hi * factor))))
     return sorted(tried)
+
+
+def stops_paying(combo: dict, order: dict[str, tuple], crossing: dict[str, int | None],
+                 off_at_zero: tuple[str, ...] = (), pruned: set[str] = frozenset()) -> str | None:
+    """Why the combination ``combo`` of secondary knob values need not be swept, or None.
+
+    ``order`` maps each secondary knob to its values; ``crossing`` maps the key (`combo_key`)
+    of each combination swept so far to the smallest primary value (nprobe) at which it reached
+    the target (None: it never did); ``pruned`` holds the keys of combinations already skipped.
+    A knob that costs more as it grows pays only by letting a smaller primary value reach the
+    target. When its last step up (the same other knobs) did not lower that crossing, a point
+    at the larger value is undercut on every knob by one at the smaller (`results.cheapest_points`)
+    and can never be the headline; the steps beyond it are skipped too. Knobs in
+    ``off_at_zero`` compare only values above 0 (0 turns a stage off: another trade-off).
+    """
+    for knob, values in order.items():
+        v = combo[knob]
+        if knob in off_at_zero and v == 0:
+            continue
+        ladder = sorted(x for x in values if not (knob in off_at_zero and x == 0))
+        i = ladder.index(v)
+        if i == 0:
+            continue
+        below1 = combo_key({**combo, knob: ladder[i - 1]})
+        if below1 in pruned:
+            return f"{knob}={ladder[i - 1]} was skipped already"
+        if i < 2:
+            continue
+        below2 = combo_key({**combo, knob: ladder[i - 2]})
+        a, b = crossing.get(below2), crossing.get(below1)
+        if a is not None and b is not None and b >= a:
+            return (f"{knob} {ladder[i - 2]} -> {ladder[i - 1]} did not lower the crossing of the target "
+                    f"({a} -> {b})")
+    return None
+
+
+def combo_key(combo: dict) -> str:
+    return ",".join(f"{k}={combo[k]}" for k in sorted(combo))
