@@ -398,6 +398,12 @@ def test_rivals_are_timed_again_in_turns_and_the_best_median_is_the_headline():
     assert {(c[1], c[2]) for c in calls} == {("batch", 1)}
     assert next(h for h in settled if h["mode"] == "single" and h["threads"] == 1) == head[2]
     assert next(h for h in settled if h["mode"] == "single" and h["threads"] == 2)["qps"] is None
+    # with a margin (a fast sweep), a rival timed well under the fastest is no near equal: not re-timed
+    calls.clear()
+    kept = rivals.settle(points, head, 0.95, ("reorder",), time_point, rounds=3, margin=0.9)
+    assert calls == [] and kept == head
+    rivals.settle(points, head, 0.95, ("reorder",), time_point, rounds=3, margin=0.8)
+    assert len(calls) == 6  # 500 is within 0.8 of 600
 
 
 def test_adaptive_sweep_from_a_guess_brackets_the_crossing_there():
@@ -427,6 +433,8 @@ def test_a_knob_step_that_did_not_lower_the_crossing_stops_the_steps_beyond_it()
     # the first step of a knob is always measured; reorder 0 is "off", not the bottom of its ladder
     assert stops_paying({"rerank": 40, "reorder": 100}, order, crossing, off) is None
     assert stops_paying({"rerank": 0, "reorder": 200}, order, crossing, off) is None
+    # nor did a step that lowered it by less than 5% (within the sample's noise)
+    assert "by 5%" in stops_paying({"rerank": 80, "reorder": 0}, order, {**crossing, key(rerank=40, reorder=0): 50}, off)
     # a step that lowered it keeps the next one; one that never reached the target decides nothing
     assert stops_paying({"rerank": 80, "reorder": 0}, order, {**crossing, key(rerank=40, reorder=0): 48}, off) is None
     assert stops_paying({"rerank": 80, "reorder": 0}, order, {**crossing, key(rerank=40, reorder=0): None}, off) is None

@@ -178,9 +178,13 @@ class _PointEvaluator:
         return got
 
 
-#: Points a fast sweep adds above the smallest value reaching the target (x1.5): where the front
-#: goes on, and the next point to fall back on when that value misses on all queries.
-FAST_ABOVE = 1
+#: A fast sweep re-times in turns (`rivals.settle`) only the rivals whose own timing reached this
+#: share of the fastest one's.
+FAST_RIVAL_MARGIN = 0.8
+#: The point a fast sweep adds above the smallest value reaching the target on the sample
+#: (x1.1, at least one more): that value's recall on all queries falls on either side of the
+#: target about as often, and this is the point to fall back on when it misses.
+FAST_ABOVE = (1.1,)
 
 
 def sweep_points(adapter: Adapter, space: ParamSpace, evaluate, config: RunConfig, reporter,
@@ -223,7 +227,8 @@ def sweep_points(adapter: Adapter, space: ParamSpace, evaluate, config: RunConfi
                 recall_of(v)
         else:
             values = adaptive_values(recall_of, space.start, space.stop, config.target, config.max_bisect,
-                                     above=FAST_ABOVE if fast else 2, guess=last if fast else None)
+                                     guess=last if fast else None,
+                                     **({"above": len(FAST_ABOVE), "factors": FAST_ABOVE} if fast else {}))
         reached = [v for v in values  # memoised: no new search
                    if results.held_recall(evaluate({space.primary: v, **combo})) >= config.target]
         crossing[key] = min(reached) if reached else None
@@ -435,7 +440,7 @@ def run_index(
         return time_single(lambda q: adapter.search(q, k, params, threads), single_q, warmup=5)["qps"]
 
     headline = rivals.settle(state["points"], headline, config.target, off_at_zero, time_point,
-                             say=lambda m: reporter.phase(adapter.name, m))
+                             say=lambda m: reporter.phase(adapter.name, m), margin=FAST_RIVAL_MARGIN if fast else 0.0)
     concurrent = None
     if "concurrent" in config.modes:
         concurrent = state.get("concurrent") or _measure_concurrent(adapter, dataset, config, swept, headline, reporter)
