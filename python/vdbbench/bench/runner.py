@@ -443,7 +443,8 @@ def run_index(
                              say=lambda m: reporter.phase(adapter.name, m), margin=FAST_RIVAL_MARGIN if fast else 0.0)
     concurrent = None
     if "concurrent" in config.modes:
-        concurrent = state.get("concurrent") or _measure_concurrent(adapter, dataset, config, swept, headline, reporter)
+        concurrent = state.get("concurrent") or _measure_concurrent(adapter, dataset, config, swept, headline, reporter,
+                                                                        evaluate)
         state["concurrent"] = concurrent
         results.write_json(partial_path, state)
 
@@ -516,11 +517,13 @@ def _concurrent_point(swept: list[dict], headline: list[dict], target: float) ->
     return max(swept, key=lambda p: p["recall10"]) if swept else None
 
 
-def _measure_concurrent(adapter: Adapter, dataset, config: RunConfig, swept, headline, reporter) -> dict | None:
+def _measure_concurrent(adapter: Adapter, dataset, config: RunConfig, swept, headline, reporter,
+                        evaluate) -> dict | None:
     point = _concurrent_point(swept, headline, config.target)
     if point is None:
         return None
     params, k = point["params"], config.options.k
+    point = evaluate(params)  # its recall on all queries (a fast sweep explored on a sample)
 
     def on_level(clients: int) -> None:
         reporter.phase(adapter.name, f"concurrent: {clients} client{'s' if clients > 1 else ''} at {_fmt(params)}"
