@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,10 +32,12 @@ SWEEPS = ("fast", "full")
 #: A fast sweep measures the recall of the points it explores on the first this-many queries;
 #: every point it times has its recall measured on all of them.
 SWEEP_QUERIES = 2000
-#: A fast sweep's one-query-per-call estimate of a headline candidate: this many queries, passed
-#: over until the calls add up to `SINGLE_ESTIMATE_S`.
-SINGLE_ESTIMATE_QUERIES = 200
-SINGLE_ESTIMATE_S = 0.1
+#: A fast sweep's one-query-per-call estimate of the headline candidates: each candidate searches
+#: this many queries one per call in each of `SINGLE_ESTIMATE_ROUNDS` rounds, the candidates in
+#: turns (alternating order), and keeps its median: candidates a load swing would have met at
+#: different times meet it alike.
+SINGLE_ESTIMATE_QUERIES = 100
+SINGLE_ESTIMATE_ROUNDS = 3
 
 
 @dataclass
@@ -237,6 +240,17 @@ def sweep_points(adapter: Adapter, space: ParamSpace, evaluate, config: RunConfi
     return points, skipped
 
 
+def _single_estimates(adapter, param_sets: list[dict], queries, k: int, threads: int) -> dict[str, float]:
+    """Point key -> median one-query-per-call QPS over `SINGLE_ESTIMATE_ROUNDS` rounds, the
+    points timed in turns (the order alternating round by round)."""
+    samples: dict[str, list[float]] = {results.point_key(p): [] for p in param_sets}
+    for r in range(SINGLE_ESTIMATE_ROUNDS):
+        for params in param_sets if r % 2 == 0 else param_sets[::-1]:
+            run_one = lambda q, params=params: adapter.search(q, k, params, threads)  # noqa: E731
+            samples[results.point_key(params)].append(time_single(run_one, queries, warmup=3 if r == 0 else 0)["qps"])
+    return {key: statistics.median(qs) for key, qs in samples.items()}
+
+
 def _fast_selection(adapter, space, param_sets, evaluate, explore, config, single_q, state, reporter) -> dict:
     """Point key -> modes to time it in, for a fast sweep (`select_front_by_mode`). Every point
     chosen has its recall measured on all queries, which can move it under the target (or over):
@@ -247,14 +261,14 @@ def _fast_selection(adapter, space, param_sets, evaluate, explore, config, singl
     while True:
         swept = [{"params": p, **(evaluate(p) if evaluate.known(p) else explore(p))} for p in param_sets]
         if "single" in modes:
-            for p in headline_candidates(swept, config.target, space.off_at_zero):
-                key = results.point_key(p["params"])
-                if key not in single_est:
-                    reporter.phase(adapter.name, "estimating one query per call at " + _fmt(p["params"]))
-                    run_one = lambda q, params=p["params"]: adapter.search(q, config.options.k, params, min(config.threads))  # noqa: E731
-                    single_est[key] = time_single(run_one, single_q[:SINGLE_ESTIMATE_QUERIES], warmup=5,
-                                                  min_seconds=SINGLE_ESTIMATE_S)["qps"]
-                p["qps_estimate_single"] = single_est[key]
+            cands = headline_candidates(swept, config.target, space.off_at_zero)
+            fresh = [p["params"] for p in cands if results.point_key(p["params"]) not in single_est]
+            if fresh:
+                reporter.phase(adapter.name, f"estimating one query per call at {len(fresh)} candidates in turns")
+                single_est.update(_single_estimates(adapter, fresh, single_q[:SINGLE_ESTIMATE_QUERIES],
+                                                    config.options.k, min(config.threads)))
+            for p in cands:
+                p["qps_estimate_single"] = single_est[results.point_key(p["params"])]
         chosen = select_front_by_mode(swept, config.target, modes, off_at_zero=space.off_at_zero)
         to_time: dict[str, set[str]] = {}
         for mode, keys in chosen.items():
