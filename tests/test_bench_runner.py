@@ -10,7 +10,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np
 import pytest
 
-from vdbbench.bench import hugepages, results, runner
+from vdbbench.bench import fastsweep, hugepages, results
 from vdbbench.bench.frontier import select_for_timing
 from vdbbench.adapters import RunOptions
 from vdbbench.common import default_nlist
@@ -442,7 +442,7 @@ def test_a_knob_step_that_did_not_lower_the_crossing_stops_the_steps_beyond_it()
 
 def test_a_fast_sweep_explores_on_a_sample_and_times_candidates_measured_on_all_queries(small, tmp_path, monkeypatch):
     pytest.importorskip("vdbbench._rust_vdb")
-    monkeypatch.setattr(runner, "SWEEP_QUERIES", 60)
+    monkeypatch.setattr(fastsweep, "SWEEP_QUERIES", 60)
     cfg = _cfg(threads=(1,), modes=("batch", "single"))
     adapter = adapter_class("ivf")(small.dim, small.n, "l2", cfg.options)
     r = run_index(adapter, small, cfg, tmp_path)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -17,7 +16,8 @@ import numpy as np
 from vdbbench.bench import cache, hugepages, results, rivals
 from vdbbench.bench.bandwidth import read_gbps_once
 from vdbbench.bench.concurrent import DEFAULT_CLIENTS, DEFAULT_DURATION_S, measure_levels
-from vdbbench.bench.frontier import FAST_SLACK, SLACK, headline_candidates, select_for_timing, select_front_by_mode
+from vdbbench.bench import fastsweep
+from vdbbench.bench.frontier import FAST_SLACK, SLACK, select_for_timing
 from vdbbench.adapters.interface import Adapter, BuildInfo, ParamSpace, RunOptions, swept_space
 from vdbbench.common.recall import (
     RECALL_TARGET, check_confidence, id_recall, knn_recall_per_query, recall_lower_bound, recall_standard_error,
@@ -28,16 +28,7 @@ from vdbbench.bench.timing import time_batch, time_single
 MODES = ("batch", "single", "concurrent")
 TIMED_MODES = ("batch", "single")  # timed per point and thread count; concurrent at one point
 TIME_POINTS = ("frontier", "all")
-SWEEPS = ("fast", "full")
-#: A fast sweep measures the recall of the points it explores on the first this-many queries;
-#: every point it times has its recall measured on all of them.
-SWEEP_QUERIES = 2000
-#: A fast sweep's one-query-per-call estimate of the headline candidates: each candidate searches
-#: this many queries one per call in each of `SINGLE_ESTIMATE_ROUNDS` rounds, the candidates in
-#: turns (alternating order), and keeps its median: candidates a load swing would have met at
-#: different times meet it alike.
-SINGLE_ESTIMATE_QUERIES = 100
-SINGLE_ESTIMATE_ROUNDS = 3
+SWEEPS = ("fast", "full")  # see `fastsweep` for what a fast sweep measures
 
 
 @dataclass
@@ -65,7 +56,7 @@ class RunConfig:
     time_points: str = "frontier"
     clients: tuple[int, ...] = DEFAULT_CLIENTS  # client counts of the concurrent mode
     duration_s: float = DEFAULT_DURATION_S  # seconds per client count
-    # "fast": explore on a query sample (`SWEEP_QUERIES`), from where the last combination crossed
+    # "fast": explore on a query sample (`fastsweep.SWEEP_QUERIES`), from where the last combination crossed
     # the target, skip knob steps that stopped paying, time only headline candidates in the modes
     # they may win; "full": every combination doubled from the low end on all queries, and
     # every point near the front timed in every mode (`time_points`)
@@ -181,15 +172,6 @@ class _PointEvaluator:
         return got
 
 
-#: A fast sweep re-times in turns (`rivals.settle`) only the rivals whose own timing reached this
-#: share of the fastest one's.
-FAST_RIVAL_MARGIN = 0.8
-#: The point a fast sweep adds above the smallest value reaching the target on the sample
-#: (x1.1, at least one more): that value's recall on all queries falls on either side of the
-#: target about as often, and this is the point to fall back on when it misses.
-FAST_ABOVE = (1.1,)
-
-
 def sweep_points(adapter: Adapter, space: ParamSpace, evaluate, config: RunConfig, reporter,
                  fast: bool = False) -> tuple[list[dict], list[dict]]:
     """The parameter sets to measure (adaptive or explicit primary values per combination of the
@@ -231,55 +213,13 @@ def sweep_points(adapter: Adapter, space: ParamSpace, evaluate, config: RunConfi
         else:
             values = adaptive_values(recall_of, space.start, space.stop, config.target, config.max_bisect,
                                      guess=last if fast else None,
-                                     **({"above": len(FAST_ABOVE), "factors": FAST_ABOVE} if fast else {}))
+                                     **({"above": len(fastsweep.ABOVE), "factors": fastsweep.ABOVE} if fast else {}))
         reached = [v for v in values  # memoised: no new search
                    if results.held_recall(evaluate({space.primary: v, **combo})) >= config.target]
         crossing[key] = min(reached) if reached else None
         last = crossing[key] if reached else last
         points += [{space.primary: v, **combo} for v in values]
     return points, skipped
-
-
-def _single_estimates(adapter, param_sets: list[dict], queries, k: int, threads: int) -> dict[str, float]:
-    """Point key -> median one-query-per-call QPS over `SINGLE_ESTIMATE_ROUNDS` rounds, the
-    points timed in turns (the order alternating round by round)."""
-    samples: dict[str, list[float]] = {results.point_key(p): [] for p in param_sets}
-    for r in range(SINGLE_ESTIMATE_ROUNDS):
-        for params in param_sets if r % 2 == 0 else param_sets[::-1]:
-            run_one = lambda q, params=params: adapter.search(q, k, params, threads)  # noqa: E731
-            samples[results.point_key(params)].append(time_single(run_one, queries, warmup=3 if r == 0 else 0)["qps"])
-    return {key: statistics.median(qs) for key, qs in samples.items()}
-
-
-def _fast_selection(adapter, space, param_sets, evaluate, explore, config, single_q, state, reporter) -> dict:
-    """Point key -> modes to time it in, for a fast sweep (`select_front_by_mode`). Every point
-    chosen has its recall measured on all queries, which can move it under the target (or over):
-    the choice is made again until every point it names was measured on all queries. Headline
-    candidates get a one-query-per-call estimate when single mode is timed."""
-    single_est = state.setdefault("single_estimates", {})
-    modes = config.timed_modes
-    while True:
-        swept = [{"params": p, **(evaluate(p) if evaluate.known(p) else explore(p))} for p in param_sets]
-        if "single" in modes:
-            cands = headline_candidates(swept, config.target, space.off_at_zero)
-            fresh = [p["params"] for p in cands if results.point_key(p["params"]) not in single_est]
-            if fresh:
-                reporter.phase(adapter.name, f"estimating one query per call at {len(fresh)} candidates in turns")
-                single_est.update(_single_estimates(adapter, fresh, single_q[:SINGLE_ESTIMATE_QUERIES],
-                                                    config.options.k, min(config.threads)))
-            for p in cands:
-                p["qps_estimate_single"] = single_est[results.point_key(p["params"])]
-        chosen = select_front_by_mode(swept, config.target, modes, off_at_zero=space.off_at_zero)
-        to_time: dict[str, set[str]] = {}
-        for mode, keys in chosen.items():
-            for key in keys:
-                to_time.setdefault(key, set()).add(mode)
-        fresh = [p for p in param_sets if results.point_key(p) in to_time and not evaluate.known(p)]
-        if not fresh:
-            return to_time
-        for p in fresh:
-            reporter.phase(adapter.name, f"recall on all {evaluate.nq:,} queries at {_fmt(p)}")
-            evaluate(p)
 
 
 def _fmt(params: dict) -> str:
@@ -370,9 +310,9 @@ def run_index(
                                saved=save)
     fast = config.sweep == "fast"
     explore = evaluate
-    if fast and dataset.nq > SWEEP_QUERIES:  # recall on a sample while exploring; all queries for timed points
+    if fast and dataset.nq > fastsweep.SWEEP_QUERIES:  # recall on a sample while exploring; all queries for timed points
         explore = _PointEvaluator(adapter, dataset, k, max(config.threads), state.setdefault("sample_recalls", {}),
-                                  config.recall_confidence, saved=save, queries=SWEEP_QUERIES)
+                                  config.recall_confidence, saved=save, queries=fastsweep.SWEEP_QUERIES)
     space = swept_space(adapter)
     param_sets, skipped = sweep_points(adapter, space, explore, config, reporter, fast=fast)
     knobs = set(param_sets[0]) if param_sets else set()
@@ -389,7 +329,8 @@ def run_index(
     single_q = np.ascontiguousarray(dataset.test[:nsingle])
     every_point = config.time_points == "all" or space.primary_values is not None
     if fast and not every_point:
-        to_time = _fast_selection(adapter, space, param_sets, evaluate, explore, config, single_q, state, reporter)
+        to_time = fastsweep.points_to_time(adapter, space, param_sets, evaluate, explore, config, single_q, state,
+                                           reporter)
     elif every_point:
         # every point, also when the user listed the knob values to measure (--nprobe 1,2,4)
         to_time = {results.point_key(p): set(config.timed_modes) for p in param_sets}
@@ -454,7 +395,7 @@ def run_index(
         return time_single(lambda q: adapter.search(q, k, params, threads), single_q, warmup=5)["qps"]
 
     headline = rivals.settle(state["points"], headline, config.target, off_at_zero, time_point,
-                             say=lambda m: reporter.phase(adapter.name, m), margin=FAST_RIVAL_MARGIN if fast else 0.0)
+                             say=lambda m: reporter.phase(adapter.name, m), margin=fastsweep.RIVAL_MARGIN if fast else 0.0)
     concurrent = None
     if "concurrent" in config.modes:
         concurrent = state.get("concurrent") or _measure_concurrent(adapter, dataset, config, swept, headline, reporter,
