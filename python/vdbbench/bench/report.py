@@ -173,8 +173,8 @@ def knobs_markdown(runs: list[dict]) -> str:
             lines.append(f"- {r['index']['name']}: " + "; ".join(knob_text(k, v) for k, v in knobs.items()))
     if not lines:
         return ""
-    return "\n".join(["", "Knobs swept (each index its own, over its own range; adaptive: doubled from the low "
-                      "end until the target was passed, then bisected, and a step or two above):", "", *lines]) + "\n"
+    return "\n".join(["", "Knobs swept (each index its own, over its own range; adaptive: stepped up until the "
+                      "target was passed, then bisected, and a point or two above):", "", *lines]) + "\n"
 
 
 def concurrent_rows(runs: list[dict]) -> list[dict]:
