@@ -6,7 +6,8 @@ Per folder (one dataset) and mode: our QPS at the headline, the best IVF-family 
 IVF configuration and ScaNN: the one with the smallest ours/peer ratio, i.e. the hardest), the
 best graph peer (faiss HNSW32, hnswlib, usearch, likewise), and the two ratios; then our build
 time against faiss IVF-SQ8's. Ratios are the run's own paired, interleaved re-timing
-(`vdbbench.bench.report.paired_ratio`), never numbers from different runs. A peer missing from
+(`vdbbench.bench.report.paired_ratio`), never numbers from different runs, with the lowest and
+highest ratio of single rounds beside them; the notes list the knobs every index swept. A peer missing from
 the folder (not installed, or not asked for) is simply not a candidate, and the peers compared
 are listed.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from vdbbench.bench.report import paired_ratio
+from vdbbench.bench.report import knob_text, paired_ratio, ratio_spread
 from vdbbench.bench.results import load_result, measured_on
 
 NAMES = {
@@ -84,8 +85,10 @@ def rows(folder: Path) -> tuple[list[str], list[str], list[str]]:
                 # the QPS shown is the one the ratio is taken over: the paired re-timing when both
                 # sides have it (`paired_ratio`), else the sweep's own, marked
                 paired = bool(h.get("qps_paired") and peer.get("qps_paired"))
+                spread = ratio_spread(h, peer) if paired else None
                 cells += [f"{NAMES[name]} {(peer['qps_paired'] if paired else peer['qps']):,.0f}",
-                          f"{ratio:.2f}x" + ("" if paired else f" (unpaired: ivf {h['qps']:,.0f})")]
+                          f"{ratio:.2f}x" + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else "")
+                          + ("" if paired else f" (unpaired: ivf {h['qps']:,.0f})")]
             else:
                 cells += ["-", "-"]
         out.append("| " + " | ".join(cells) + " |")
@@ -96,6 +99,10 @@ def rows(folder: Path) -> tuple[list[str], list[str], list[str]]:
         cached = " (its cached build, from an earlier run)" if sq8.get("cached") else ""
         notes.append(f"- {ds}: build (train + add) {b['train_s'] + b['add_s']:.1f} s, faiss IVF-SQ8 "
                 f"{sq8['train_s'] + sq8['add_s']:.1f} s{cached}")
+    for name, r in [("ivf", ours), *peers.items()]:
+        knobs = r["run"].get("knobs")
+        if knobs:
+            notes.append(f"- {ds}: {NAMES.get(name, name)} swept " + "; ".join(knob_text(k, v) for k, v in knobs.items()))
     return out, notes, sorted(peers)
 
 
@@ -103,7 +110,8 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
-    lines = ["| data | mode | ivf QPS (recall@10) | best IVF-family peer | ivf / it | best graph peer | ivf / it |",
+    lines = ["| data | mode | ivf QPS (recall@10) | best IVF-family peer | ivf / it (round range) | best graph peer "
+             "| ivf / it (round range) |",
              "|---|---|---:|---|---:|---|---:|"]
     notes = []
     for folder in argv:

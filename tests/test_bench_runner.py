@@ -10,7 +10,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import numpy as np
 import pytest
 
-from vdbbench.bench import hugepages, results
+from vdbbench.bench import fastsweep, hugepages, results
 from vdbbench.bench.frontier import select_for_timing
 from vdbbench.adapters import RunOptions
 from vdbbench.common import default_nlist
@@ -18,7 +18,7 @@ from vdbbench.datasets import compute_groundtruth
 from vdbbench.common.recall import knn_recall, knn_recall_per_query, recall_lower_bound
 from vdbbench.adapters.registry import adapter_class
 from vdbbench.bench.runner import RunConfig, run_index
-from vdbbench.bench.sweep import adaptive_values
+from vdbbench.bench.sweep import adaptive_values, combo_key, stops_paying
 from vdbbench.datasets.base import Dataset
 from vdbbench.datasets.synth import synth_sift
 
@@ -67,7 +67,7 @@ def test_adaptive_sweep_that_never_reaches_target_tries_every_doubling():
 
 
 def test_runner_records_true_recall_and_headline(small, tmp_path):
-    cfg = _cfg(threads=(1, 2))
+    cfg = _cfg(threads=(1, 2), sweep="full")  # the front near the target timed, under it too
     adapter = adapter_class("faiss-ivf-flat")(small.dim, small.n, small.metric, cfg.options)
     r = run_index(adapter, small, cfg, tmp_path)
 
@@ -168,12 +168,17 @@ def test_an_interrupted_sweep_keeps_the_recalls_it_measured(small, tmp_path):
 
 
 def test_hnsw_and_refine_peers_reach_target(small, tmp_path):
-    cfg = _cfg(modes=("batch",))
+    cfg = _cfg(modes=("batch",), sweep="full")
     for name in ("faiss-hnsw", "faiss-ivf-sq8-refine"):
         r = run_index(adapter_class(name)(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
         assert results.target_met(r), name
     refine = json.loads((tmp_path / "faiss-ivf-sq8-refine.json").read_text())
-    assert {p["params"]["k_factor"] for p in refine["swept"]} == {1, 4, 8, 16}  # the default sweep (0, 4k, 8k, 16k) as k_factors
+    assert {p["params"]["k_factor"] for p in refine["swept"]} == {1, 2, 4, 8, 16}  # its own range
+    # the result says what each knob's sweep covered
+    knobs = refine["run"]["knobs"]
+    assert knobs["k_factor"] == {"values": [1, 2, 4, 8, 16], "swept": [1, 2, 4, 8, 16]}
+    assert knobs["nprobe"]["adaptive"] == [1, refine["index"]["params"]["nlist"]]
+    assert knobs["nprobe"]["values"] == sorted({p["params"]["nprobe"] for p in refine["swept"]})
 
 
 def test_unsupported_metric_and_missing_ground_truth_are_refused(small, tmp_path):
@@ -198,7 +203,7 @@ def test_ours_ivf_reports_stage_breakdown(small, tmp_path):
     pytest.importorskip("vdbbench._rust_vdb")
     # every swept point timed, so that each probe-ratio point has its twin without the ratio
     # (the frontier picks by noisy QPS estimates and can time one of a pair only)
-    cfg = _cfg(modes=("batch",), time_points="all")
+    cfg = _cfg(modes=("batch",), time_points="all", sweep="full")
     r = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
     assert results.target_met(r)
     assert {p["params"]["rerank"] for p in r["swept"]} == {0, 40, 80, 160}
@@ -224,7 +229,7 @@ def test_single_mode_points_keep_the_counters_of_queries_searched_one_per_call(s
     pytest.importorskip("vdbbench._rust_vdb")
     from vdbbench.bench.report import bandwidth_markdown
 
-    cfg = _cfg(single_queries=12)
+    cfg = _cfg(single_queries=12, sweep="full")  # every point timed in both modes: pairs to compare
     r = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small, cfg, tmp_path)
     single = [p for p in r["points"] if p["mode"] == "single"]
     assert single and all(p["stages"]["nq"] == 12 and p["stages"]["threads"] >= 1 for p in single)
@@ -393,3 +398,76 @@ def test_rivals_are_timed_again_in_turns_and_the_best_median_is_the_headline():
     assert {(c[1], c[2]) for c in calls} == {("batch", 1)}
     assert next(h for h in settled if h["mode"] == "single" and h["threads"] == 1) == head[2]
     assert next(h for h in settled if h["mode"] == "single" and h["threads"] == 2)["qps"] is None
+    # with a margin (a fast sweep), a rival timed well under the fastest is no near equal: not re-timed
+    calls.clear()
+    kept = rivals.settle(points, head, 0.95, ("reorder",), time_point, rounds=3, margin=0.9)
+    assert calls == [] and kept == head
+    rivals.settle(points, head, 0.95, ("reorder",), time_point, rounds=3, margin=0.8)
+    assert len(calls) == 6  # 500 is within 0.8 of 600
+
+
+def test_adaptive_sweep_from_a_guess_brackets_the_crossing_there():
+    def recall(v):  # reaches 0.95 first at v = 37
+        return min(1.0, v / 38.9)
+
+    for guess in (40, 30, 37, 1000, 1):
+        calls = []
+        values = adaptive_values(lambda v: calls.append(v) or recall(v), 1, 1000, 0.95, max_bisect=10, guess=guess)
+        assert calls[0] == guess and len(calls) == len(set(calls))
+        assert min(v for v in values if recall(v) >= 0.95) == 37 and 36 in values
+    # near a good guess the crossing takes fewer searches than doubling from the low end
+    near = adaptive_values(recall, 1, 1000, 0.95, guess=40)
+    assert len(near) < len(adaptive_values(recall, 1, 1000, 0.95))
+
+
+def test_a_knob_step_that_did_not_lower_the_crossing_stops_the_steps_beyond_it():
+    order = {"rerank": (0, 40, 80, 160), "reorder": (0, 100, 200)}
+    off = ("reorder",)
+    key = lambda **kw: combo_key(kw)  # noqa: E731
+    crossing = {key(rerank=0, reorder=0): 52, key(rerank=40, reorder=0): 52,
+                key(rerank=0, reorder=100): 60, key(rerank=0, reorder=200): 56}
+    # rerank 0 -> 40 did not lower nprobe at the crossing: 80 (and then 160) cannot pay
+    assert "did not lower" in stops_paying({"rerank": 80, "reorder": 0}, order, crossing, off)
+    assert "skipped already" in stops_paying({"rerank": 160, "reorder": 0}, order, crossing, off,
+                                             pruned={key(rerank=80, reorder=0)})
+    # the first step of a knob is always measured; reorder 0 is "off", not the bottom of its ladder
+    assert stops_paying({"rerank": 40, "reorder": 100}, order, crossing, off) is None
+    assert stops_paying({"rerank": 0, "reorder": 200}, order, crossing, off) is None
+    # nor did a step that lowered it by less than 5% (within the sample's noise)
+    assert "by 5%" in stops_paying({"rerank": 80, "reorder": 0}, order, {**crossing, key(rerank=40, reorder=0): 50}, off)
+    # a step that lowered it keeps the next one; one that never reached the target decides nothing
+    assert stops_paying({"rerank": 80, "reorder": 0}, order, {**crossing, key(rerank=40, reorder=0): 48}, off) is None
+    assert stops_paying({"rerank": 80, "reorder": 0}, order, {**crossing, key(rerank=40, reorder=0): None}, off) is None
+
+
+def test_a_fast_sweep_explores_on_a_sample_and_times_candidates_measured_on_all_queries(small, tmp_path, monkeypatch):
+    pytest.importorskip("vdbbench._rust_vdb")
+    monkeypatch.setattr(fastsweep, "SWEEP_QUERIES", 60)
+    cfg = _cfg(threads=(1,), modes=("batch", "single"))
+    adapter = adapter_class("ivf")(small.dim, small.n, "l2", cfg.options)
+    r = run_index(adapter, small, cfg, tmp_path)
+    assert r["run"]["sweep"] == "fast" and r["run"]["sweep_queries"] == 60
+    assert results.target_met(r)
+    timed = {results.point_key(p["params"]) for p in r["points"]}
+    for p in r["swept"]:  # explored on the sample; every timed point measured on all queries
+        assert p["recall_queries"] in (60, small.nq)
+        assert p["timed"] == (results.point_key(p["params"]) in timed)
+        assert p["recall_queries"] == small.nq or not p["timed"]
+    assert any(p["recall_queries"] == 60 for p in r["swept"])
+    for h in r["headline"]:  # the headline's recall is the true recall on all queries
+        ids = adapter.search(small.test, 10, h["params"], 1)
+        assert h["recall10"] == pytest.approx(knn_recall(ids, small.train, small.test, small.distances))
+        assert h["recall10"] >= 0.95
+    # a point is timed only in the modes it may win, and the result says which
+    for p in r["swept"]:
+        modes = {q["mode"] for q in r["points"] if q["params"] == p["params"]}
+        assert modes == set(p["timed_modes"])
+    # the steps that stopped paying were skipped, and the result names them and why
+    for s in r["run"]["skipped"]:
+        assert "did not lower" in s["why"] or "skipped already" in s["why"]
+        assert not any(all(p["params"][k] == v for k, v in s["params"].items()) for p in r["swept"])
+    # the same run swept in full explores every combination on all queries
+    full = run_index(adapter_class("ivf")(small.dim, small.n, "l2", cfg.options), small,
+                     _cfg(threads=(1,), modes=("batch",), sweep="full"), tmp_path / "full")
+    assert full["run"]["skipped"] == [] and all(p["recall_queries"] == small.nq for p in full["swept"])
+    assert {p["params"]["rerank"] for p in full["swept"]} == {0, 40, 80, 160}

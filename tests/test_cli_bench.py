@@ -48,6 +48,15 @@ def test_run_with_a_peer_writes_results_plot_and_ratio_table(tmp_path, capsys):
     ref = json.loads((out / "faiss-ivf-sq8-refine.json").read_text())
     assert ref["run"]["paired_with"] == ["faiss-ivf-flat", "faiss-ivf-sq8-refine"]
     assert all(h["qps_paired"] > 0 for h in ref["headline"])
+    # beside each paired ratio, the lowest and highest ratio of single rounds of the re-timing
+    flat = json.loads((out / "faiss-ivf-flat.json").read_text())
+    mine, theirs = headline_entry(ref, "batch", 1), headline_entry(flat, "batch", 1)
+    rounds = [a / b for a, b in zip(mine["qps_paired_samples"], theirs["qps_paired_samples"])]
+    row = next(line for line in table.splitlines() if line.startswith("| faiss-ivf-flat | batch @ 1t |"))
+    assert row.endswith(f"x ({min(rounds):.2f}-{max(rounds):.2f}) |")
+    # and the knobs each index swept: the refine peer its own k_factor range, not our --rerank 40
+    assert "- faiss-ivf-sq8-refine: nprobe " in table and "; k_factor 1,2,4,8,16" in table
+    assert ref["run"]["knobs"]["k_factor"]["values"] == [1, 2, 4, 8, 16]
     printed = capsys.readouterr().out
     assert "faiss-ivf-flat" in printed and "1.00x" in printed
 
@@ -89,6 +98,11 @@ def test_missed_target_still_writes_files_and_exits_1(tmp_path, capsys):
         (["--index", "faiss-ivf-flat", "--compare", "flat", "--threads", "2000"], "--threads 2000 exceeds the 1024"),
         (["--index", "faiss-ivf-flat", "--recall-confidence", "1.0"], "--recall-confidence expects 0 (off) or"),
         (["--index", "faiss-ivf-flat", "--recall-confidence", "0.2"], "--recall-confidence expects 0 (off) or"),
+        (["--index", "faiss-ivf-flat", "--knob", "k_factor=1,2"], "--knob expects INDEX:KNOB=V1,V2,..."),
+        (["--index", "faiss-ivf-flat", "--knob", "faiss-ivfpq-fs:k_factor=1,2"],
+         "--knob names 'faiss-ivfpq-fs', which this run does not measure (faiss-ivf-flat)"),
+        (["--index", "faiss-ivf-flat", "--knob", "faiss-ivf-flat:k_factor=1,2"],
+         "faiss-ivf-flat: no knob 'k_factor' to sweep (its knobs: nprobe)"),
     ],
 )
 def test_bad_usage_exits_2_with_a_clear_message(argv, message, tmp_path, capsys):

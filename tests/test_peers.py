@@ -66,15 +66,36 @@ def test_peer_finds_true_neighbours(name, metric, data):
 
 
 def test_knobs_are_swept_in_order_of_cost():
-    opts = RunOptions(k=10, rerank=(40, 160))
-    refine = adapter_class("faiss-ivf-sq8-refine")(64, 10_000, "l2", opts)
+    refine = adapter_class("faiss-ivf-sq8-refine")(64, 10_000, "l2", RunOptions(k=10))
     space = refine.param_space()
     assert space.primary == "nprobe" and (space.start, space.stop) == (1, 400)
-    assert space.secondary == {"k_factor": (4, 16)}  # rerank / k, like our rerank
+    assert space.secondary == {"k_factor": (1, 2, 4, 8, 16)}
     hnsw = adapter_class("faiss-hnsw")(64, 10_000, "l2", RunOptions(k=10)).param_space()
     assert hnsw.primary == "efSearch" and hnsw.start == 16
     with pytest.raises(ValueError, match="nprobe 999 is outside 1..nlist=400"):
         adapter_class("faiss-ivf-flat")(64, 10_000, "l2", RunOptions(nprobe=(1, 999))).param_space()
+
+
+@pytest.mark.parametrize("name", ["faiss-ivf-sq8-refine", "faiss-ivfpq-fs"])
+def test_refine_peers_sweep_their_own_k_factor_whatever_our_rerank(name):
+    # our --rerank is our knob: a peer's refine depth covers its own range under any of ours
+    spaces = [adapter_class(name)(64, 10_000, "l2", RunOptions(k=10, rerank=r)).param_space()
+              for r in (None, (0, 40), (40, 160), (0,))]
+    assert all(s.secondary == {"k_factor": (1, 2, 4, 8, 16)} for s in spaces)
+
+
+def test_a_knob_list_given_for_one_index_replaces_its_own():
+    from vdbbench.adapters.interface import swept_space
+
+    opts = RunOptions(k=10, knobs={"faiss-ivfpq-fs": {"k_factor": (2, 32), "nprobe": (8, 16)}})
+    pq = swept_space(adapter_class("faiss-ivfpq-fs")(64, 10_000, "l2", opts))
+    assert pq.secondary == {"k_factor": (2, 32)} and pq.primary_values == (8, 16)
+    # another index of the same run keeps its own lists
+    sq8 = swept_space(adapter_class("faiss-ivf-sq8-refine")(64, 10_000, "l2", opts))
+    assert sq8.secondary == {"k_factor": (1, 2, 4, 8, 16)} and sq8.primary_values is None
+    bad = RunOptions(k=10, knobs={"faiss-ivf-flat": {"k_factor": (2,)}})
+    with pytest.raises(ValueError, match="faiss-ivf-flat: no knob 'k_factor' to sweep \\(its knobs: nprobe\\)"):
+        swept_space(adapter_class("faiss-ivf-flat")(64, 10_000, "l2", bad))
 
 
 def test_cache_key_separates_configurations():
@@ -110,7 +131,7 @@ def test_extra_peer_knobs():
         else:
             space = sc.param_space()
             assert sc.leaves == 2000 and space.primary == "leaves_to_search"
-            assert space.secondary == {"reorder": (50, 100, 200)}
+            assert space.secondary == {"reorder": (30, 50, 100, 200, 400)}
     try:
         hl = adapter_class("hnswlib")(128, 10_000, "l2", RunOptions(k=10, ef_search=(5,)))
     except AdapterUnavailable:

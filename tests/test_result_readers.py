@@ -277,7 +277,10 @@ def test_readme_table_shows_the_qps_its_ratio_is_taken_over(tmp_path):
     rc, out, _ = readme_table(folder(tmp_path, name="paired"))
     (row,) = _rows(out)
     assert row[3] == f"IVF-Flat {peer['qps_paired']:,.0f}" and row[2].startswith(f"{ours['qps_paired']:,.0f} (")
-    assert row[4] == f"{ours['qps_paired'] / peer['qps_paired']:.2f}x"
+    # beside the ratio, the lowest and highest ratio of single interleaved rounds
+    rounds = [a / b for a, b in zip(ours["qps_paired_samples"], peer["qps_paired_samples"])]
+    assert len(rounds) > 1
+    assert row[4] == f"{ours['qps_paired'] / peer['qps_paired']:.2f}x ({min(rounds):.2f}-{max(rounds):.2f})"
 
     def unpaired(r):
         r["headline"][0].pop("qps_paired")
@@ -523,7 +526,10 @@ def test_a_ratio_between_two_runs_is_not_called_paired(tmp_path):
     # re-timed together (the baseline as written): the paired ratio, unmarked
     base = [load_result(BASELINE / "ivf.json"), load_result(BASELINE / "faiss-ivf-flat.json")]
     paired = base[0]["headline"][0]["qps_paired"] / base[1]["headline"][0]["qps_paired"]
-    assert f"| {paired:.2f}x |" in headline_markdown(base, "ivf", 0.95) and "unpaired" not in headline_markdown(base, "ivf", 0.95)
+    rounds = [a / b for a, b in zip(base[0]["headline"][0]["qps_paired_samples"],
+                                    base[1]["headline"][0]["qps_paired_samples"])]
+    table = headline_markdown(base, "ivf", 0.95)
+    assert f"| {paired:.2f}x ({min(rounds):.2f}-{max(rounds):.2f}) |" in table and "unpaired" not in table
 
 
 def test_readme_table_refuses_a_peer_re_timed_in_another_run(tmp_path):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -65,6 +65,35 @@ class ParamSpace:
     fixed: dict[str, object] = field(default_factory=dict)
     off_at_zero: tuple[str, ...] = ()
 
+    def knob_values(self, knob: str, values: tuple) -> "ParamSpace":
+        """This space with ``knob`` (the primary or a secondary one) swept over ``values``
+        instead of its own list; ValueError names the knobs when the index has no such one."""
+        if knob == self.primary:
+            return replace(self, primary_values=tuple(int(v) for v in values))
+        if knob in self.secondary:
+            return replace(self, secondary={**self.secondary, knob: tuple(values)})
+        names = ", ".join([self.primary, *self.secondary])
+        raise ValueError(f"no knob {knob!r} to sweep (its knobs: {names})")
+
+    def describe(self, visited: dict[str, list] | None = None) -> dict[str, dict]:
+        """What the sweep of each knob covers, for the result (``run.knobs``): ``values``, its list
+        (for the primary knob swept adaptively: the values it reached, with ``adaptive``, the
+        bounds it may move within); with ``visited`` (knob -> values the sweep measured) a
+        secondary knob also says which of its values were ``swept`` (a fast sweep skips steps
+        that stopped paying)."""
+        visited = visited or {}
+        out: dict[str, dict] = {}
+        if self.primary_values is not None:
+            out[self.primary] = {"values": sorted(set(self.primary_values))}
+        else:
+            out[self.primary] = {"adaptive": [self.start, self.stop],
+                                 "values": sorted(set(visited.get(self.primary, [])))}
+        for name, values in self.secondary.items():
+            out[name] = {"values": list(values)}
+            if name in visited:
+                out[name]["swept"] = [v for v in values if v in set(visited[name])]
+        return out
+
     def combos(self) -> list[dict[str, object]]:
         """Every combination of the secondary knobs (plus the fixed ones), in sweep order."""
         out: list[dict[str, object]] = [dict(self.fixed)]
@@ -74,8 +103,8 @@ class ParamSpace:
 
 
 def default_rerank_sweep(k: int) -> tuple[int, ...]:
-    """The rerank depths swept by default, the same for our u8+f16 and faiss' refine twins
-    (k_factor = rerank/k, at least 1): 0 is the u8 prescore alone (exact on integer data)."""
+    """The rerank depths swept by default for our u8+f16 index: 0 is the u8 prescore alone
+    (exact on integer data). Peers sweep their own knobs over their own ranges."""
     return (0, 4 * k, 8 * k, 16 * k)
 
 
@@ -114,6 +143,8 @@ class RunOptions:
     storage: str = "u8+f16"
     ef_search: tuple[int, ...] | None = None
     seed: int = 0
+    # per index name, knob -> values to sweep instead of the index's own list (``--knob``)
+    knobs: dict[str, dict[str, tuple]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.k < 1:
@@ -205,6 +236,18 @@ class Adapter(ABC):
 
     def load(self, path: str) -> None:  # pragma: no cover - only for cacheable adapters
         raise NotImplementedError(f"{self.name} cannot be loaded")
+
+
+def swept_space(adapter: Adapter) -> ParamSpace:
+    """The knobs the run sweeps for ``adapter``: its own `param_space`, with the lists the user
+    gave for this index by name (``RunOptions.knobs``) in place of its own."""
+    space = adapter.param_space()
+    for knob, values in adapter.options.knobs.get(adapter.name, {}).items():
+        try:
+            space = space.knob_values(knob, values)
+        except ValueError as exc:
+            raise ValueError(f"{adapter.name}: {exc}") from None
+    return space
 
 
 def ivf_primary(options: RunOptions, nlist: int) -> tuple[int, int, tuple[int, ...] | None]:

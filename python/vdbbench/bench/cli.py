@@ -57,10 +57,14 @@ def register(subparsers) -> None:
     run.add_argument("--probe-ratio", help="l2 and cosine: probe ratios to sweep for our ivf (0 = every one of "
                      "nprobe lists; r >= 1: only lists whose centroid lies within r times the nearest "
                      "centroid's distance, at least nprobe/4); default 0,1.35")
-    run.add_argument("--rerank", help="rerank candidates to sweep for u8+f16 (0 = u8 alone); default 0,4k,8k,16k; "
-                     "faiss refine peers use k_factor = rerank/k")
+    run.add_argument("--rerank", help="rerank candidates to sweep for our u8+f16 (0 = u8 alone); default "
+                     "0,4k,8k,16k (peers sweep their own knobs: see --knob)")
     run.add_argument("--ef-search", help="search beam list for faiss-hnsw (efSearch), hnswlib (ef) and usearch "
                      "(expansion_search); default adaptive")
+    run.add_argument("--knob", action="append", default=[], metavar="INDEX:KNOB=V1,V2,...",
+                     help="sweep one knob of one index over these values instead of its own list (repeatable), "
+                     "e.g. faiss-ivfpq-fs:k_factor=1,2,4,8,16,32 or scann:reorder=100,200; each peer otherwise "
+                     "sweeps its own knobs over its own range (recorded in run.knobs)")
     run.add_argument("--storage", default="u8+f16", choices=("u8+f16", "f16", "f32"), help="storage of our ivf")
     run.add_argument("--threads", help="thread counts, e.g. 1,2 (default: 1 and all cores)")
     run.add_argument("--simd", help="cap the SIMD level of our engine and of faiss alike: scalar, avx2, "
@@ -93,6 +97,12 @@ def register(subparsers) -> None:
     run.add_argument("--time-points", default="frontier", choices=("frontier", "all"),
                      help="frontier (default): time only the swept points on or near the recall/QPS front "
                      "around the target (the others are swept for recall only); all: time every point")
+    run.add_argument("--sweep", default="fast", choices=("fast", "full"),
+                     help="fast (default): explore each index's knobs on the first 2,000 queries, each "
+                     "combination from where the last crossed the target, skip knob steps that stopped paying, "
+                     "and time only headline candidates (recall on all queries) in the modes they may win; "
+                     "full: every combination swept from the low end on all queries and every point near the "
+                     "front timed in every mode (for tables and plots)")
     run.add_argument("--target-recall", type=float, default=RECALL_TARGET,
                      help=f"recall@10 target (default {RECALL_TARGET:g})")
     run.add_argument("--recall-confidence", type=float, default=0.0,
@@ -159,11 +169,28 @@ def _options(args):
     reorder = _int_list("--reorder", args.reorder, allow_zero=True) if args.reorder else None
     ef = _int_list("--ef-search", args.ef_search) if args.ef_search else None
     ratio = _float_list("--probe-ratio", args.probe_ratio) if args.probe_ratio else None
+    knobs = _knob_lists(args.knob)
     try:
         return RunOptions(k=args.k, nlist=args.nlist, nprobe=nprobe, rerank=rerank, reorder=reorder,
-                          probe_ratio=ratio, storage=args.storage, ef_search=ef)
+                          probe_ratio=ratio, storage=args.storage, ef_search=ef, knobs=knobs)
     except ValueError as exc:  # the rerank, reorder and probe-ratio rules, checked once for every index
         raise UsageError(f"--{exc}") from None
+
+
+def _knob_lists(texts: list[str]) -> dict[str, dict[str, tuple]]:
+    """``--knob INDEX:KNOB=V1,V2`` options as {index: {knob: values}} (integers where they are)."""
+    out: dict[str, dict[str, tuple]] = {}
+    for text in texts:
+        index, _, rest = text.partition(":")
+        knob, _, values = rest.partition("=")
+        index, knob = index.strip(), knob.strip()
+        if not (index and knob and values.strip()):
+            raise UsageError(f"--knob expects INDEX:KNOB=V1,V2,... (e.g. faiss-ivfpq-fs:k_factor=1,2,4,8), got {text!r}")
+        nums = _float_list(f"--knob {index}:{knob}", values)
+        if any(not math.isfinite(v) or v < 0 for v in nums):
+            raise UsageError(f"--knob {index}:{knob} expects finite values >= 0, got {values!r}")
+        out.setdefault(index, {})[knob] = tuple(int(v) if v.is_integer() else v for v in nums)
+    return out
 
 
 def _config(args):
@@ -195,13 +222,14 @@ def _config(args):
         target=args.target_recall, threads=threads, modes=modes, repeats=args.repeats,
         single_queries=args.single_queries, use_cache=not args.no_cache, options=_options(args),
         extra_points=extra, stat=args.stat, time_points=args.time_points, clients=clients,
-        duration_s=args.duration, recall_confidence=args.recall_confidence,
+        duration_s=args.duration, recall_confidence=args.recall_confidence, sweep=args.sweep,
     )
 
 
 def _adapters(names: list[str], under_test: str, ds, options, console) -> dict:
     """Construct each named adapter. The index under test must load (else UsageError); a peer
     that cannot (library missing, plugin broken) is reported by name and left out of the run."""
+    from vdbbench.adapters.interface import swept_space
     from vdbbench.adapters.registry import AdapterUnavailable, adapter_class
 
     adapters = {}
@@ -214,7 +242,7 @@ def _adapters(names: list[str], under_test: str, ds, options, console) -> dict:
                     f"it supports {', '.join(cls.metrics)}"
                 )
             adapter = cls(ds.dim, ds.n, ds.metric, options)
-            adapter.param_space()  # validates explicit lists against this index (nprobe <= nlist...)
+            swept_space(adapter)  # validates explicit lists against this index (nprobe <= nlist, --knob)
         except (UsageError, KeyError):
             raise
         except ValueError as exc:
@@ -275,6 +303,9 @@ def cmd_run(args) -> int:
     if unknown:
         raise UsageError(f"unknown index {unknown[0]!r}; valid: {', '.join(known)}")
     config = _config(args)
+    stray = [n for n in config.options.knobs if n not in names]
+    if stray:
+        raise UsageError(f"--knob names {stray[0]!r}, which this run does not measure ({', '.join(names)})")
     if any(n in OURS for n in names):
         from vdbbench.bench.ours import check_engine, engine_max_threads
 
@@ -313,7 +344,7 @@ def cmd_run(args) -> int:
 
     from vdbbench.bench.plot import plot_results
     from vdbbench.bench.report import (
-        RichReporter, bandwidth_markdown, done_text, headline_markdown, headline_table,
+        RichReporter, bandwidth_markdown, done_text, headline_markdown, headline_table, knobs_markdown,
     )
     from vdbbench.bench.runner import run_index
 
@@ -360,7 +391,7 @@ def cmd_run(args) -> int:
         plots.append("pareto.png")
     # a --mode concurrent run has no headline (no timed recall/QPS points): its levels are its table
     table_md = (headline_markdown(runs, args.index, config.target) + bandwidth_markdown(runs)
-                if config.timed_modes else "")
+                + knobs_markdown(runs) if config.timed_modes else "")
     if "concurrent" in config.modes:
         from vdbbench.bench.plot import plot_concurrent
         from vdbbench.bench.report import concurrent_markdown, concurrent_table
@@ -376,9 +407,9 @@ def cmd_run(args) -> int:
                                   title=f"{ds.name}{' (generated)' if ds.synthetic else ''}: headline QPS"))
     if "concurrent" in config.modes:
         wide.print(concurrent_table(runs, title=f"{ds.name}: concurrent clients, one query per call"))
-    bw = bandwidth_markdown(runs)
-    if bw:
-        console.print(bw, markup=False, highlight=False)
+    for extra in (bandwidth_markdown(runs), knobs_markdown(runs)):
+        if extra:
+            console.print(extra, markup=False, highlight=False)
     if len(runs) > 1:
         console.print("ratios: from an interleaved re-timing of the headline points (qps_paired), "
                       "so both sides of each ratio saw the same machine load")

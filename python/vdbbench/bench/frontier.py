@@ -57,3 +57,39 @@ def select_for_timing(swept: list[dict], target: float, slack: float = SLACK, be
     if below > 0:
         keys |= {point_key(p["params"]) for p in under[-below:]}
     return keys
+
+
+#: In a fast sweep (`select_front_by_mode`), the share of the best estimate a candidate must reach
+#: to be timed in a mode, and the most candidates timed per mode: only those that may be the
+#: headline are timed, and the re-timing of rivals (`rivals.settle`) decides among them.
+FAST_SLACK = 0.7
+FAST_CANDIDATES = 3
+#: The estimate of each timed mode, as a swept point carries it.
+ESTIMATES = {"batch": "qps_estimate", "single": "qps_estimate_single"}
+
+
+def headline_candidates(swept: list[dict], target: float, off_at_zero: tuple[str, ...] = ()) -> list[dict]:
+    """The swept points reaching the target that no other reaching one undercuts on every knob:
+    the only points any mode's headline can be (`results.cheapest_points`)."""
+    return cheapest_points([p for p in swept if reaches(p, target)], off_at_zero)
+
+
+def select_front_by_mode(swept: list[dict], target: float, modes: tuple[str, ...], slack: float = FAST_SLACK,
+                         most: int = FAST_CANDIDATES, off_at_zero: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """Mode -> point keys to time in it, for a fast sweep: of the headline candidates
+    (`headline_candidates`), the ``most`` with the best estimate in that mode (`ESTIMATES`), those
+    within ``slack`` of the best. A candidate without that estimate is always timed. When
+    nothing reaches the target, the two points closest to it on the estimated front are timed
+    (the headline then says the target was missed)."""
+    cands = headline_candidates(swept, target, off_at_zero)
+    if not cands:
+        under = estimated_front([p for p in swept if p.get("qps_estimate") is not None])
+        return {mode: {point_key(p["params"]) for p in under[-2:]} for mode in modes}
+    out = {}
+    for mode in modes:
+        field = ESTIMATES[mode]
+        known = sorted((p for p in cands if p.get(field) is not None), key=lambda p: -p[field])
+        best = known[0][field] if known else 0.0
+        out[mode] = ({point_key(p["params"]) for p in cands if p.get(field) is None}
+                     | {point_key(p["params"]) for p in known[:most] if p[field] >= slack * best})
+    return out

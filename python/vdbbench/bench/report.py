@@ -32,6 +32,15 @@ def paired_ratio(ours: dict, peer: dict) -> float:
     return ours["qps"] / peer["qps"]
 
 
+def ratio_spread(ours: dict, peer: dict) -> tuple[float, float] | None:
+    """The lowest and highest per-round ratio ours/peer of the paired re-timing (round i of one
+    over round i of the other: the rounds alternate, so each pair shared a stretch of machine
+    load), or None when either side has no rounds."""
+    a, b = ours.get("qps_paired_samples") or [], peer.get("qps_paired_samples") or []
+    rounds = [x / y for x, y in zip(a, b) if y]
+    return (min(rounds), max(rounds)) if rounds else None
+
+
 def retimed_together(a: dict, b: dict) -> bool:
     """Whether results a and b had their headlines re-timed in turns in one run: each names the
     other in ``run.paired_with``. Two results of the same data from two runs into one folder may
@@ -53,9 +62,10 @@ def headline_rows(runs: list[dict], ours: str | None = None) -> list[dict]:
         together = ref is not None and retimed_together(ref, r)
         for h in r["headline"]:
             mine = headline_entry(ref, h["mode"], h["threads"]) if ref else None
-            ratio = None
+            ratio = spread = None
             if mine and h["qps"]:
                 ratio = paired_ratio(mine, h) if together else mine["qps"] / h["qps"]
+                spread = ratio_spread(mine, h) if together and mine is not h else None
             rows.append({
                 "index": r["index"]["name"],
                 "mode": h["mode"],
@@ -71,6 +81,7 @@ def headline_rows(runs: list[dict], ours: str | None = None) -> list[dict]:
                 "bytes": b["bytes"],
                 "ratio": ratio,
                 "ratio_paired": together,
+                "ratio_spread": spread,
             })
     rows.sort(key=lambda x: (x["mode"], x["threads"], x["index"] != ours, x["index"]))
     return rows
@@ -95,10 +106,14 @@ def _cells(row: dict, ours: str | None) -> list[str]:
 
 
 def ratio_text(row: dict) -> str:
-    """'2.27x'; '2.27x (unpaired)' when the two were not re-timed together (`retimed_together`)."""
+    """'2.27x (2.10-2.41)' with the spread of the paired rounds' ratios (`ratio_spread`);
+    '2.27x (unpaired)' when the two were not re-timed together (`retimed_together`)."""
     if row["ratio"] is None:
         return "-"
-    return f"{row['ratio']:.2f}x" + ("" if row.get("ratio_paired", True) else " (unpaired)")
+    if not row.get("ratio_paired", True):
+        return f"{row['ratio']:.2f}x (unpaired)"
+    spread = row.get("ratio_spread")
+    return f"{row['ratio']:.2f}x" + (f" ({spread[0]:.2f}-{spread[1]:.2f})" if spread else "")
 
 
 def _confidence(runs: list[dict]) -> float:
@@ -128,7 +143,38 @@ def headline_markdown(runs: list[dict], ours: str | None, target: float) -> str:
     lines = ["| " + " | ".join(_headers(ours, target, _confidence(runs))) + " |", "|" + "---|" * 10]
     for row in headline_rows(runs, ours):
         lines.append("| " + " | ".join(_cells(row, ours)) + " |")
+    if any(row.get("ratio_spread") for row in headline_rows(runs, ours)):
+        lines += ["", f"{ours or 'ours'} / this: the ratio of the paired QPS, and in brackets the lowest and highest "
+                  "ratio of single rounds of the interleaved re-timing."]
     return "\n".join(lines) + "\n"
+
+
+def knob_text(name: str, sweep: dict) -> str:
+    """One knob's sweep as a reader checks it: 'k_factor 1,2,4,8,16' (and which values a fast
+    sweep skipped), or for an adaptive one 'nprobe 4-96 (adaptive within 1-4000)'."""
+    values = sweep.get("values") or []
+    shown = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+    if "adaptive" not in sweep:
+        skipped = [v for v in values if v not in sweep.get("swept", values)]
+        left = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in skipped)
+        return f"{name} {shown}" + (f" ({left} skipped: the step before did not pay)" if skipped else "")
+    lo, hi = sweep["adaptive"]
+    reached = f"{min(values)}-{max(values)} " if values else ""
+    return f"{name} {reached}(adaptive within {lo}-{hi})"
+
+
+def knobs_markdown(runs: list[dict]) -> str:
+    """The knobs each index swept and over what (``run.knobs``): every index sweeps its own
+    knobs over its own range, and a reader can check that no peer was held to a narrow one."""
+    lines = []
+    for r in runs:
+        knobs = (r.get("run") or {}).get("knobs")
+        if knobs:
+            lines.append(f"- {r['index']['name']}: " + "; ".join(knob_text(k, v) for k, v in knobs.items()))
+    if not lines:
+        return ""
+    return "\n".join(["", "Knobs swept (each index its own, over its own range; adaptive: stepped up until the "
+                      "target was passed, then bisected, and a point or two above):", "", *lines]) + "\n"
 
 
 def concurrent_rows(runs: list[dict]) -> list[dict]:

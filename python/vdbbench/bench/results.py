@@ -15,8 +15,9 @@ SCHEMA = "vdbbench.result/1"
 # Additions a /1 reader may ignore (docs/result-schema.md): 1 = index.source, swept (points
 # swept for recall, with "timed"), run.time_points, concurrent (client levels); 2 =
 # build.hugepages; 3 = headline rivals; 4 = recall10_se, recall10_low, run.recall_confidence;
-# 5 = served targets (concurrent.workers "http", served). Absent = 0.
-SCHEMA_MINOR = 5
+# 5 = served targets (concurrent.workers "http", served); 6 = run.knobs, run.sweep (fast sweeps:
+# sweep_queries, skipped; swept recall_queries, timed_modes, qps_estimate_single). Absent = 0.
+SCHEMA_MINOR = 6
 _REQUIRED = ("schema", "dataset", "index", "machine", "build", "points", "headline")
 
 

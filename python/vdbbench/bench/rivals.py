@@ -22,10 +22,12 @@ ROUNDS = 3
 
 def settle(points: list[dict], headline: list[dict], target: float, off_at_zero: tuple[str, ...],
            time_point: Callable[[dict, str, int], float], rounds: int = ROUNDS,
-           say: Callable[[str], None] = lambda m: None) -> list[dict]:
+           say: Callable[[str], None] = lambda m: None, margin: float = 0.0) -> list[dict]:
     """The headline with each entry chosen among its rivals by interleaved re-timing.
 
-    ``time_point(params, mode, threads)`` times one point once and returns its QPS.
+    ``time_point(params, mode, threads)`` times one point once and returns its QPS. With a
+    ``margin`` only the rivals whose own timed QPS is at least that share of the best one's are
+    re-timed (a fast sweep: one a good deal slower was not a near equal).
     """
     out = []
     for entry in headline:
@@ -35,6 +37,9 @@ def settle(points: list[dict], headline: list[dict], target: float, off_at_zero:
         mode, threads = entry["mode"], entry["threads"]
         reach = [p for p in points if p["mode"] == mode and p["threads"] == threads and reaches(p, target)]
         rivals = cheapest_points(reach, off_at_zero)
+        if margin and rivals:
+            fastest = max(p["qps"] for p in rivals)
+            rivals = [p for p in rivals if p["qps"] >= margin * fastest]
         if len(rivals) < 2:
             out.append(entry)
             continue

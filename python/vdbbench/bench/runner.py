@@ -16,17 +16,19 @@ import numpy as np
 from vdbbench.bench import cache, hugepages, results, rivals
 from vdbbench.bench.bandwidth import read_gbps_once
 from vdbbench.bench.concurrent import DEFAULT_CLIENTS, DEFAULT_DURATION_S, measure_levels
-from vdbbench.bench.frontier import SLACK, select_for_timing
-from vdbbench.adapters.interface import Adapter, BuildInfo, RunOptions
+from vdbbench.bench import fastsweep
+from vdbbench.bench.frontier import FAST_SLACK, SLACK, select_for_timing
+from vdbbench.adapters.interface import Adapter, BuildInfo, ParamSpace, RunOptions, swept_space
 from vdbbench.common.recall import (
     RECALL_TARGET, check_confidence, id_recall, knn_recall_per_query, recall_lower_bound, recall_standard_error,
 )
-from vdbbench.bench.sweep import adaptive_values
+from vdbbench.bench.sweep import adaptive_values, combo_key, stops_paying
 from vdbbench.bench.timing import time_batch, time_single
 
 MODES = ("batch", "single", "concurrent")
 TIMED_MODES = ("batch", "single")  # timed per point and thread count; concurrent at one point
 TIME_POINTS = ("frontier", "all")
+SWEEPS = ("fast", "full")  # see `fastsweep` for what a fast sweep measures
 
 
 @dataclass
@@ -54,6 +56,11 @@ class RunConfig:
     time_points: str = "frontier"
     clients: tuple[int, ...] = DEFAULT_CLIENTS  # client counts of the concurrent mode
     duration_s: float = DEFAULT_DURATION_S  # seconds per client count
+    # "fast": explore on a query sample (`fastsweep.SWEEP_QUERIES`), from where the last combination crossed
+    # the target, skip knob steps that stopped paying, time only headline candidates in the modes
+    # they may win; "full": every combination doubled from the low end on all queries, and
+    # every point near the front timed in every mode (`time_points`)
+    sweep: str = "fast"
 
     def __post_init__(self):
         if not self.threads or any(t < 1 for t in self.threads):
@@ -74,6 +81,8 @@ class RunConfig:
             raise ValueError(f"clients must be >= 1, got {list(self.clients)}")
         if self.duration_s <= 0:
             raise ValueError(f"duration must be > 0 s, got {self.duration_s}")
+        if self.sweep not in SWEEPS:
+            raise ValueError(f"sweep must be fast or full, got {self.sweep!r}")
 
     @property
     def timed_modes(self) -> tuple[str, ...]:
@@ -123,30 +132,38 @@ def build_index(adapter: Adapter, dataset, config: RunConfig, reporter) -> tuple
 
 
 class _PointEvaluator:
-    """Recall of a parameter set on all queries (one batch search), memoised and resumable;
-    that call's QPS is kept as the estimate that picks the points worth timing. With a
-    ``confidence`` the point also carries ``recall10_low``, the lower bound the target holds it to."""
+    """Recall of a parameter set on the first ``queries`` queries (default all; one batch search),
+    memoised and resumable; that call's QPS is kept as the estimate that picks the points worth
+    timing. With a ``confidence`` the point also carries ``recall10_low``, the lower bound the
+    target holds it to."""
 
     def __init__(self, adapter, dataset, k, threads, recalls: dict, confidence: float = 0.0,
-                 saved: Callable[[], None] = lambda: None):
+                 saved: Callable[[], None] = lambda: None, queries: int | None = None):
         self.adapter, self.ds, self.k, self.threads = adapter, dataset, k, threads
         self.recalls = recalls  # point_key -> {"recall10", "recall10_se", "recall10_ids", "qps_estimate"}
         self.confidence = confidence
         self.saved = saved  # called after each new recall: the sweep is kept as it goes, for --resume
+        self.nq = min(queries or dataset.nq, dataset.nq)
+
+    def known(self, params: dict) -> bool:
+        return "recall10_se" in self.recalls.get(results.point_key(params), {})
 
     def __call__(self, params: dict) -> dict:
         key = results.point_key(params)
-        if "recall10_se" not in self.recalls.get(key, {}):  # new, or saved before errors were kept
+        if not self.known(params):  # new, or saved before errors were kept
+            m = self.nq
+            test = self.ds.test if m == self.ds.nq else self.ds.test[:m]
             t0 = time.perf_counter()
-            ids = np.asarray(self.adapter.search(self.ds.test, self.k, params, self.threads))
+            ids = np.asarray(self.adapter.search(test, self.k, params, self.threads))
             elapsed = time.perf_counter() - t0
-            per_query = knn_recall_per_query(ids, self.ds.train, self.ds.test, self.ds.distances, k=self.k,
+            per_query = knn_recall_per_query(ids, self.ds.train, test, self.ds.distances[:m], k=self.k,
                                              metric=self.ds.metric)
             self.recalls[key] = {
-                "qps_estimate": self.ds.nq / elapsed if elapsed > 0 else None,
+                "qps_estimate": m / elapsed if elapsed > 0 else None,
                 "recall10": float(per_query.mean()),
                 "recall10_se": recall_standard_error(per_query),
-                "recall10_ids": id_recall(ids, self.ds.neighbors, k=self.k),
+                "recall10_ids": id_recall(ids, self.ds.neighbors[:m], k=self.k),
+                "recall_queries": m,
             }
             self.saved()
         got = dict(self.recalls[key])
@@ -155,17 +172,38 @@ class _PointEvaluator:
         return got
 
 
-def sweep_points(adapter: Adapter, evaluate, config: RunConfig, reporter) -> list[dict]:
-    """The parameter sets to measure: adaptive (or explicit) primary values per secondary combo."""
-    space = adapter.param_space()
+def sweep_points(adapter: Adapter, space: ParamSpace, evaluate, config: RunConfig, reporter,
+                 fast: bool = False) -> tuple[list[dict], list[dict]]:
+    """The parameter sets to measure (adaptive or explicit primary values per combination of the
+    secondary knobs) and the combinations skipped, each with why.
+
+    ``fast``: each combination's adaptive sweep starts from where the last one crossed the
+    target (`adaptive_values` ``guess``), adds one point above it, and a combination is skipped
+    where a knob's step up stopped paying (`stops_paying`).
+    """
     points: list[dict] = []
+    crossing: dict[str, int | None] = {}
+    pruned: set[str] = set()
+    skipped: list[dict] = []
+    last: int | None = None
     for combo in space.combos():
+        knobs = {name: combo[name] for name in space.secondary}
+        key = combo_key(knobs)
+        if fast:
+            why = stops_paying(knobs, space.secondary, crossing, space.off_at_zero, pruned)
+            if why:
+                pruned.add(key)
+                skipped.append({"params": knobs, "why": why})
+                reporter.phase(adapter.name, f"skipping {_fmt(knobs)}: {why}")
+                continue
+
         def recall_of(v, combo=combo):
             params = {space.primary: v, **combo}
             reporter.phase(adapter.name, "sweeping " + _fmt(params))
             got = evaluate(params)
             low = f" (lower bound {got['recall10_low']:.4f})" if "recall10_low" in got else ""
-            reporter.phase(adapter.name, f"recall10 {got['recall10']:.4f}{low} at {_fmt(params)}")
+            on = f" on {evaluate.nq:,} queries" if getattr(evaluate, "nq", None) else ""
+            reporter.phase(adapter.name, f"recall10 {got['recall10']:.4f}{low}{on} at {_fmt(params)}")
             return results.held_recall(got)
 
         if space.primary_values is not None:
@@ -173,9 +211,15 @@ def sweep_points(adapter: Adapter, evaluate, config: RunConfig, reporter) -> lis
             for v in values:
                 recall_of(v)
         else:
-            values = adaptive_values(recall_of, space.start, space.stop, config.target, config.max_bisect)
+            values = adaptive_values(recall_of, space.start, space.stop, config.target, config.max_bisect,
+                                     guess=last if fast else None,
+                                     **({"above": len(fastsweep.ABOVE), "factors": fastsweep.ABOVE} if fast else {}))
+        reached = [v for v in values  # memoised: no new search
+                   if results.held_recall(evaluate({space.primary: v, **combo})) >= config.target]
+        crossing[key] = min(reached) if reached else None
+        last = crossing[key] if reached else last
         points += [{space.primary: v, **combo} for v in values]
-    return points
+    return points, skipped
 
 
 def _fmt(params: dict) -> str:
@@ -261,9 +305,16 @@ def run_index(
     build, pages = build_index(adapter, dataset, config, reporter)
     # each swept recall is written as soon as it is measured: an interrupted sweep (minutes on
     # 1M vectors) is not measured again by --resume
+    save = lambda: results.write_json(partial_path, state)  # noqa: E731
     evaluate = _PointEvaluator(adapter, dataset, k, max(config.threads), state["recalls"], config.recall_confidence,
-                               saved=lambda: results.write_json(partial_path, state))
-    param_sets = sweep_points(adapter, evaluate, config, reporter)
+                               saved=save)
+    fast = config.sweep == "fast"
+    explore = evaluate
+    if fast and dataset.nq > fastsweep.SWEEP_QUERIES:  # recall on a sample while exploring; all queries for timed points
+        explore = _PointEvaluator(adapter, dataset, k, max(config.threads), state.setdefault("sample_recalls", {}),
+                                  config.recall_confidence, saved=save, queries=fastsweep.SWEEP_QUERIES)
+    space = swept_space(adapter)
+    param_sets, skipped = sweep_points(adapter, space, explore, config, reporter, fast=fast)
     knobs = set(param_sets[0]) if param_sets else set()
     # a baseline point from before a knob existed names it at 0, its "off" (as `gate` reads it)
     extras = [{**{k: 0 for k in knobs - set(e)}, **e} for e in config.extra_points if set(e) <= knobs]
@@ -272,30 +323,45 @@ def run_index(
             reporter.phase(adapter.name, "measuring baseline point " + _fmt(extra))
             evaluate(extra)
             param_sets.append(dict(extra))
-    results.write_json(partial_path, state)
+    save()
 
-    swept = [{"params": p, **evaluate(p)} for p in param_sets]
+    nsingle = min(config.single_queries, dataset.nq)
+    single_q = np.ascontiguousarray(dataset.test[:nsingle])
+    every_point = config.time_points == "all" or space.primary_values is not None
+    if fast and not every_point:
+        to_time = fastsweep.points_to_time(adapter, space, param_sets, evaluate, explore, config, single_q, state,
+                                           reporter)
+    elif every_point:
+        # every point, also when the user listed the knob values to measure (--nprobe 1,2,4)
+        to_time = {results.point_key(p): set(config.timed_modes) for p in param_sets}
+    else:
+        keys = select_for_timing([{"params": p, **evaluate(p)} for p in param_sets], config.target,
+                                 off_at_zero=space.off_at_zero)
+        to_time = {key: set(config.timed_modes) for key in keys}
+    for p in param_sets:
+        if p in extras:
+            to_time[results.point_key(p)] = set(config.timed_modes)
+    for p in param_sets:  # a timed point's recall is its recall on all queries
+        if results.point_key(p) in to_time:
+            evaluate(p)
+    single_est = state.get("single_estimates", {})
+    swept = [{"params": p, **(evaluate(p) if evaluate.known(p) else explore(p)),
+              **({"qps_estimate_single": single_est[key]} if (key := results.point_key(p)) in single_est else {})}
+             for p in param_sets]
     # points kept from an interrupted run are held to this run's recall rule (a --resume with
     # another --recall-confidence must not judge them by the bound they were saved with)
     for point in state["points"]:
         point.pop("recall10_low", None)
         point.update({key: v for key, v in evaluate(point["params"]).items() if key != "qps_estimate"})
-    if config.time_points == "all" or adapter.param_space().primary_values is not None:
-        # every point, also when the user listed the knob values to measure (--nprobe 1,2,4)
-        to_time = {results.point_key(p) for p in param_sets}
-    else:
-        to_time = select_for_timing(swept, config.target, off_at_zero=adapter.param_space().off_at_zero)
-        to_time |= {results.point_key(p) for p in param_sets if p in extras}
     done = {(results.point_key(p["params"]), p["threads"], p["mode"]) for p in state["points"]}
-    nsingle = min(config.single_queries, dataset.nq)
-    single_q = np.ascontiguousarray(dataset.test[:nsingle])
     for params in param_sets:
-        if results.point_key(params) not in to_time:
+        modes = to_time.get(results.point_key(params), set())
+        if not modes:
             continue
         rec = {key: v for key, v in evaluate(params).items() if key != "qps_estimate"}
         for threads in config.threads:
             for mode in config.timed_modes:
-                if (results.point_key(params), threads, mode) in done:
+                if mode not in modes or (results.point_key(params), threads, mode) in done:
                     continue
                 reporter.phase(adapter.name, f"timing {_fmt(params)} · {mode} @ {threads}t")
                 point = {"params": params, "threads": threads, "mode": mode, **rec}
@@ -316,7 +382,7 @@ def run_index(
                 results.write_json(partial_path, state)
                 reporter.advance(adapter.name)
 
-    off_at_zero = adapter.param_space().off_at_zero
+    off_at_zero = space.off_at_zero
     headline = results.compute_headline(
         state["points"], config.target, config.timed_modes, config.threads, cost_ordered=True,
         off_at_zero=off_at_zero,
@@ -329,10 +395,11 @@ def run_index(
         return time_single(lambda q: adapter.search(q, k, params, threads), single_q, warmup=5)["qps"]
 
     headline = rivals.settle(state["points"], headline, config.target, off_at_zero, time_point,
-                             say=lambda m: reporter.phase(adapter.name, m))
+                             say=lambda m: reporter.phase(adapter.name, m), margin=fastsweep.RIVAL_MARGIN if fast else 0.0)
     concurrent = None
     if "concurrent" in config.modes:
-        concurrent = state.get("concurrent") or _measure_concurrent(adapter, dataset, config, swept, headline, reporter)
+        concurrent = state.get("concurrent") or _measure_concurrent(adapter, dataset, config, swept, headline, reporter,
+                                                                        evaluate)
         state["concurrent"] = concurrent
         results.write_json(partial_path, state)
 
@@ -361,15 +428,24 @@ def run_index(
             "recall_note": "recall10 of every point is measured on all nq queries with one batch search"
                            + (f"; a point reaches the target when recall10_low, the lower end of its one-sided "
                               f"{config.recall_confidence:g} confidence interval, does" if config.recall_confidence else ""),
-            "primary_knob": adapter.param_space().primary,
+            "primary_knob": space.primary,
+            # what each knob's sweep covered (the peers sweep their own knobs over their own ranges)
+            "knobs": space.describe({knob: [p[knob] for p in param_sets] for knob in [space.primary, *space.secondary]}),
             "time_points": config.time_points,
-            "frontier_slack": SLACK if config.time_points == "frontier" else None,
+            "frontier_slack": (None if config.time_points != "frontier" else FAST_SLACK if fast else SLACK),
+            "sweep": config.sweep,
+            # the queries the recall of a point only explored was measured on (timed points: all)
+            "sweep_queries": explore.nq,
+            "skipped": skipped,
         },
         "points": state["points"],
         "swept": [
             {"params": p["params"], "recall10": p["recall10"], "recall10_se": p["recall10_se"],
              **({"recall10_low": p["recall10_low"]} if "recall10_low" in p else {}), "recall10_ids": p["recall10_ids"],
-             "qps_estimate": p.get("qps_estimate"), "timed": results.point_key(p["params"]) in to_time}
+             "qps_estimate": p.get("qps_estimate"), "recall_queries": p.get("recall_queries", dataset.nq),
+             **({"qps_estimate_single": p["qps_estimate_single"]} if "qps_estimate_single" in p else {}),
+             "timed": bool(to_time.get(results.point_key(p["params"]))),
+             "timed_modes": sorted(to_time.get(results.point_key(p["params"]), ()))}
             for p in swept
         ],
         "headline": headline,
@@ -396,11 +472,13 @@ def _concurrent_point(swept: list[dict], headline: list[dict], target: float) ->
     return max(swept, key=lambda p: p["recall10"]) if swept else None
 
 
-def _measure_concurrent(adapter: Adapter, dataset, config: RunConfig, swept, headline, reporter) -> dict | None:
+def _measure_concurrent(adapter: Adapter, dataset, config: RunConfig, swept, headline, reporter,
+                        evaluate) -> dict | None:
     point = _concurrent_point(swept, headline, config.target)
     if point is None:
         return None
     params, k = point["params"], config.options.k
+    point = evaluate(params)  # its recall on all queries (a fast sweep explored on a sample)
 
     def on_level(clients: int) -> None:
         reporter.phase(adapter.name, f"concurrent: {clients} client{'s' if clients > 1 else ''} at {_fmt(params)}"
@@ -436,6 +514,7 @@ def _finished(path: Path, identity: dict, config: RunConfig) -> dict | None:
         and run.get("modes") == list(config.modes)
         and run.get("target_recall") == config.target
         and run.get("recall_confidence", 0.0) == config.recall_confidence
+        and run.get("sweep", "full") == config.sweep
     )
     return r if same else None
 
