@@ -196,7 +196,9 @@ class ServedProcess:
             return self.server.death(what)
         return WorkerDied("crashed", f"{what}: {text}")
 
-    def load(self, base: np.ndarray) -> dict:
+    def load(self, base: np.ndarray, cache=None) -> dict:
+        """Starts the server and inserts ``base``; ``cache`` (the in-process index cache) does not
+        apply: a server builds its own index from what it is sent."""
         from vdbbench.served.client import ServedError, insert
 
         ev = self.card.evaluation
