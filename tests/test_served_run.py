@@ -164,3 +164,31 @@ def test_client_arguments_are_checked_before_any_request():
 def test_the_client_ceiling_is_far_above_what_it_reports_of_a_real_server():
     qps = http.client_ceiling(np.random.default_rng(1).random((50, 128)), clients=2, seconds=0.3)
     assert qps > 1000  # a do-nothing server on loopback: thousands of requests a second at the least
+
+
+KCORES_LIKE = Path(__file__).resolve().parent / "fixtures" / "kcores_like_client.py"
+
+
+def test_the_seed_harness_client_runs_on_the_same_data_against_a_fresh_instance(built, tmp_path):
+    """--client kcores=PATH: its JSON files are what that client reads (a stand-in with its flags
+    inserts them, queries and scores), it runs against a fresh instance the run started, and
+    what it printed lands in the result and table.md."""
+    out = tmp_path / "out"
+    assert main(["run", "--target", str(built), "--clients", "2", *SMALL, "--client", f"kcores={KCORES_LIKE}",
+                 "--out", str(out)]) == 0
+    r = json.loads((out / "served_bruteforce.json").read_text())
+    k = r["served"]["kcores_client"]
+    assert k["benchmark"]["recall"] == 1.0 and k["benchmark"]["total_queries"] == 200
+    assert "--concurrency" in k["argv"] and "4" in k["argv"]
+    assert "the seed harness's own client (concurrency 4)" in (out / "table.md").read_text()
+
+
+def test_a_failing_other_client_loses_nothing_measured(built, tmp_path, monkeypatch):
+    monkeypatch.setenv("KCORES_LIKE_FAIL", "1")
+    out = tmp_path / "out"
+    assert main(["run", "--target", str(built), "--clients", "2", *SMALL, "--client", f"kcores={KCORES_LIKE}",
+                 "--out", str(out)]) == 0
+    r = json.loads((out / "served_bruteforce.json").read_text())
+    assert r["concurrent"]["levels"][0]["recall10_ids"] == 1.0
+    assert "connection refused" in r["served"]["kcores_client"]["error"]
+    assert "the seed harness's client failed" in (out / "table.md").read_text()

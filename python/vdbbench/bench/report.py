@@ -386,6 +386,8 @@ def served_markdown(runs: list[dict], target: float) -> str:
                          f"{b['qps']:,.0f} QPS, recall {b['recall']:.4f}, p50 {b.get('p50_latency_ms', 0):.3f} ms, "
                          f"p99 {b.get('p99_latency_ms', 0):.3f} ms, anti-cheat "
                          f"{'pass' if (k.get('anti_cheat') or {}).get('passed') else 'FAIL'}.")
+        elif k.get("error"):
+            lines.append(f"\n{r['index']['name']}: the seed harness's client failed: {k['error']}")
         elif k.get("skipped"):
             lines.append(f"\n{r['index']['name']}: the seed harness's client not run ({k['skipped']}).")
     return "\n".join(lines) + "\n"
