@@ -23,11 +23,16 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "agent_task"
 LIB = "core/src/lib.rs"
 
+# The model's window: small, so the conversation must be compacted many times, yet with room for
+# the system prompt (the task text with its transfer targets and the tool list) and a summary that
+# keeps its dead ends.
+WINDOW = 3400
+
 # The fixture with a small window (so the conversation must be compacted), a review after 5
 # submissions without a gain, a first budget of 25 submissions, and no cargo tests (the
 # interesting part here is the long run, not the Rust tests: fewer builds keep it fast).
 CARD_OVERRIDES = {
-    "[session]\nwindow_tokens = 32000\nreview_every = 3\n": "[session]\nwindow_tokens = 3000\nreview_every = 5\n",
+    "[session]\nwindow_tokens = 32000\nreview_every = 3\n": f"[session]\nwindow_tokens = {WINDOW}\nreview_every = 5\n",
     "[budgets]\niterations = 20\ntool_calls = 200\n": "[budgets]\niterations = 25\ntool_calls = 400\n",
     "[tests]\nmanifest = \"core/Cargo.toml\"\ntimeout_s = 300\n": "[tests]\nenabled = false\n",
     # Its regressions of a few percent must read as slower: the card's default repeats, not the fixture's.
@@ -144,7 +149,7 @@ def fixture_repo(tmp_path_factory) -> Path:
 
 
 # The machine the task text describes, the same on every host: its SIMD list is part of the
-# system prompt, and the 3000-token window is tight (on a CPU listing 18 SIMD flags instead of 7,
+# system prompt, and the small window is tight (on a CPU listing 18 SIMD flags instead of 7,
 # the compacted summary had ~60 tokens less room and dropped its dead ends).
 HOST = Machine(cpu="AMD EPYC", arch="x86_64", cores=2, physical_cores=2,
                simd=["sse4_1", "sse4_2", "avx", "f16c", "fma", "bmi2", "avx2"],
@@ -223,8 +228,8 @@ def test_the_small_window_was_compacted_and_the_state_survived(long_run):
     run_dir, *_ , first, second = long_run
     events = read_events(run_dir / "journal.jsonl")
     compactions = [e for e in events if e["type"] == "compaction"]
-    assert compactions, "a 3000-token window must have been compacted"
-    assert all(c["after_tokens"] < c["before_tokens"] and c["after_tokens"] <= 3000 for c in compactions)
+    assert compactions, f"a {WINDOW}-token window must have been compacted"
+    assert all(c["after_tokens"] < c["before_tokens"] and c["after_tokens"] <= WINDOW for c in compactions)
     cheat_seq = max(d["seq"] for d in events if d["type"] == "decision" and d["message"].startswith("one pass, and"))
     late = [c for c in compactions if c["seq"] > cheat_seq and c["iteration"] <= 25]
     assert late, "compaction goes on through the long run"
@@ -243,7 +248,7 @@ def test_the_small_window_was_compacted_and_the_state_survived(long_run):
     assert f"{best_then['qps']:,.0f} QPS" in "\n".join(str(m.get("content") or "") for m in first.seen[-1][1:])
     # Every prompt the model saw fitted the window (estimated the way the loop does).
     for seen in first.seen + second.seen:
-        assert chars_tokens(seen) <= 3000
+        assert chars_tokens(seen) <= WINDOW
 
 
 def test_a_plateau_triggers_a_strategic_review(long_run):
