@@ -273,7 +273,7 @@ def test_stage_benchmarks_record_recall_and_simd(env, tmp_path):
 
 def test_agent_eval_time_times_the_first_evaluation_and_a_submission(env, tmp_path):
     card = (REPO / "agent" / "tasks" / "optimize-ivf.toml").read_text()
-    for old, new in [('repo = "."', f'repo = "{REPO}"'), ('name = "synth-sift-50k"', f'name = "{DATASET}"'),
+    for old, new in [('repo = "."', f'repo = "{REPO}"'), ('[dataset]\nname = "synth-sift-50k"', f'[dataset]\nname = "{DATASET}"'),
                      ("dev_queries = 600", "dev_queries = 100"), ("heldout_queries = 5000", "heldout_queries = 500"),
                      ("fresh_queries = 1000", "fresh_queries = 100"),
                      ("[objective]\n", "[objective]\nrepeat_seconds = 0.05\nmax_pairs = 5\n")]:
