@@ -79,9 +79,10 @@ def register(subparsers) -> None:
     h.add_argument(
         "--search-on",
         choices=("handler", "blocking"),
-        default="blocking",
-        help="run a search on tokio's blocking pool (default: a few tens of microseconds more at the median, "
-        "a shorter tail under load) or in the async handler itself (benchmarks/perf/serve_search_on.py)",
+        default="handler",
+        help="run a search in the async handler itself (default: the faster on a machine whose cores are the "
+        "server's) or on tokio's blocking pool (a hand-off more per request, a shorter tail when other jobs "
+        "crowd the cores; benchmarks/perf/serve_search_on.py)",
     )
     p.set_defaults(func=cmd_serve)
 
