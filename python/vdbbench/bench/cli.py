@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from vdbbench.common.errors import UsageError
+from vdbbench.bench.run_setup import check_target_recall
 from vdbbench.bench.run_setup import int_list as _int_list
 from vdbbench.common.recall import RECALL_TARGET, check_confidence
 
@@ -208,8 +209,7 @@ def _config(args):
         raise UsageError(f"--repeats expects an integer >= 1, got {args.repeats}")
     if args.single_queries < 1:
         raise UsageError(f"--single-queries expects an integer >= 1, got {args.single_queries}")
-    if not 0.0 < args.target_recall <= 1.0:
-        raise UsageError(f"--target-recall expects a value in (0, 1], got {args.target_recall}")
+    check_target_recall(args.target_recall)
     try:
         check_confidence(args.recall_confidence)
     except ValueError:

@@ -20,6 +20,13 @@ def int_list(flag: str, text: str, allow_zero: bool = False) -> tuple[int, ...]:
     return values
 
 
+
+def check_target_recall(value: float) -> None:
+    """--target-recall: a recall in (0, 1]."""
+    if not 0.0 < value <= 1.0:
+        raise UsageError(f"--target-recall expects a value in (0, 1], got {value}")
+
+
 def out_dir(args) -> Path:
     if args.out:
         return Path(args.out)

@@ -15,6 +15,7 @@ DEFAULT_TARGET_CLIENTS = "1,2,4,8"
 
 
 def _config(args):
+    from vdbbench.bench import run_setup
     from vdbbench.bench.run_setup import int_list
     from vdbbench.bench.served_run import ServedConfig
     from vdbbench.served.process import parse_cpus
@@ -24,8 +25,7 @@ def _config(args):
         raise UsageError(f"--rounds expects an integer >= 1, got {args.rounds}")
     if args.warmup < 0:
         raise UsageError(f"--warmup expects an integer >= 0, got {args.warmup}")
-    if not 0.0 < args.target_recall <= 1.0:
-        raise UsageError(f"--target-recall expects a value in (0, 1], got {args.target_recall}")
+    run_setup.check_target_recall(args.target_recall)
     for flag, cpus in (("--server-cpus", args.server_cpus), ("--client-cpus", args.client_cpus)):
         try:
             parse_cpus(cpus)
