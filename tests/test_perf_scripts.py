@@ -363,3 +363,21 @@ def test_served_overhead_checks_ids_and_prints_the_ratio(env, tmp_path):
     summary = json.loads(out.read_text())
     assert summary["same_ids"] == summary["nq"] == 1000 and len(summary["rounds"]) == 2
     assert summary["ratio_low"] <= summary["ratio_median"] <= summary["ratio_high"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning apart needs two CPUs")
+def test_served_overhead_pinned_apart_bounds_the_server_by_a_do_nothing_one(env, tmp_path):
+    """--server-cpus / --client-cpus: the server and the in-process searches on one CPU, the
+    clients on another, and the bound a do-nothing server on the server's CPU leaves."""
+    cpus = sorted(os.sched_getaffinity(0))
+    out = tmp_path / "pinned.json"
+    proc = run(env, "served_overhead.py", "--dataset", DATASET, "--rounds", "1", "--seconds", "0.3",
+               "--queries", "200", "--nprobe", "16", "--clients", "2", "--server-cpus", str(cpus[1]),
+               "--client-cpus", str(cpus[0]), "--json", str(out))
+    assert f"server and in-process (1 thread(s)) on CPUs [{cpus[1]}]" in proc.stdout, proc.stdout
+    summary = json.loads(out.read_text())
+    assert summary["server_cpus"] == [cpus[1]] and summary["client_cpus"] == [cpus[0]]
+    assert summary["in_process_threads"] == 1 and summary["same_ids"] == summary["nq"]
+    local = summary["rounds"][0]["in-process"]["qps"]
+    assert 0 < summary["bound_qps"] < min(local, summary["null_server_qps_on_server_cpus"])
+    assert re.search(r"bounds any server here at [\d,]+ QPS \([\d.]+x in-process\)", proc.stdout), proc.stdout

@@ -4,6 +4,7 @@ so the client is not what limits the QPS it reports."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -137,11 +138,22 @@ def query(url: str, queries, top_k: int = 10, clients: int = DEFAULT_CLIENTS, wa
     )
 
 
-def client_ceiling(queries, top_k: int = 10, clients: int = DEFAULT_CLIENTS, seconds: float = 1.0) -> float:
+def client_ceiling(queries, top_k: int = 10, clients: int = DEFAULT_CLIENTS, seconds: float = 1.0,
+                   server_cpus: set[int] | None = None) -> float:
     """QPS this client reaches against a server that answers at once (on 127.0.0.1, beside the
-    run): above it, a served figure measures the client, not the server."""
+    run): above it, a served figure measures the client, not the server. With ``server_cpus``
+    that do-nothing server runs there (the clients where this thread may run): what the
+    machine's loopback and wake-ups leave to any server on those CPUs."""
     q = _matrix(queries, "queries")
-    null = _ext.NullServer()
+    if server_cpus:
+        mine = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, server_cpus)  # the server's threads inherit it
+        try:
+            null = _ext.NullServer()
+        finally:
+            os.sched_setaffinity(0, mine)
+    else:
+        null = _ext.NullServer()
     try:
         probe = _ext.http_query(null.url, q, issue_order(min(q.shape[0], 2000)), top_k, clients, 0, 10.0)
         per_s = probe["ids"].shape[0] / max(probe["wall_s"], 1e-9)
