@@ -5,6 +5,7 @@ purpose) is built and started by the run, or started here and named by URL."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -86,6 +87,20 @@ def test_a_wrong_server_is_measured_and_fails_the_gate(built, data_dir, tmp_path
         assert not lv["anti_cheat"]["passed"] and lv["anti_cheat"]["avg_jaccard"] > 0.8
         assert "FAIL" in (out / "table.md").read_text()
     assert "below recall@10" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning apart needs two CPUs")
+def test_server_and_clients_pinned_apart(built, data_dir, tmp_path):
+    """--client-cpus pins this process's client threads first; the server still starts on the
+    other CPU, and the caller's own CPUs are given back after the run."""
+    cpus = sorted(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    out = tmp_path / "out"
+    assert main(["run", "--target", str(built), "--clients", "2", *SMALL, "--server-cpus", str(cpus[1]),
+                 "--client-cpus", str(cpus[0]), "--out", str(out)]) == 0
+    r = json.loads((out / "served_bruteforce.json").read_text())
+    assert r["served"]["server_cpus"] == str(cpus[1]) and r["concurrent"]["reaches_target"]
+    assert os.sched_getaffinity(0) == before
 
 
 def test_two_targets_are_timed_in_interleaved_rounds_with_ratios(built, data_dir, tmp_path):

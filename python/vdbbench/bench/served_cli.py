@@ -77,7 +77,8 @@ def cmd_run_targets(args, console) -> int:
     if args.k > ds.neighbors.shape[1]:
         raise UsageError(f"--k {args.k} exceeds the {ds.neighbors.shape[1]} ground-truth neighbours of {ds.name}")
     run_setup.check_same_data(out, ds)
-    if args.client_cpus:
+    mine = os.sched_getaffinity(0) if args.client_cpus else None
+    if args.client_cpus:  # the client threads start from this thread and inherit it; undone below
         os.sched_setaffinity(0, parse_cpus(args.client_cpus))
     console.print(
         f"[bold]vdbbench run[/] --target {', '.join(specs)} on {ds.name} (n={ds.n:,}, dim={ds.dim}, nq={ds.nq:,}); "
@@ -92,6 +93,9 @@ def cmd_run_targets(args, console) -> int:
     except ServedError as exc:
         print(f"vdbbench run: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if mine is not None:
+            os.sched_setaffinity(0, mine)
     _write_tables(runs, ds, cfg, out, console)
     missed = [r["index"]["name"] for r in runs if not r["concurrent"]["reaches_target"]]
     if missed:

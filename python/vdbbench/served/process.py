@@ -30,9 +30,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The CPUs this process could run on when it started: a run that pins its own client threads
+# (--client-cpus) may still start a server on the others.
+_USABLE = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset(range(os.cpu_count() or 1))
+
+
 def parse_cpus(text: str | None) -> set[int] | None:
     """A taskset-style CPU list ("0", "0-1", "0,2-3") as a set; None or "" for no pinning.
-    Raises ValueError for a malformed list or CPUs this process may not use."""
+    Raises ValueError for a malformed list or CPUs this process could not use when it started."""
     if not text:
         return None
     cpus: set[int] = set()
@@ -42,9 +47,8 @@ def parse_cpus(text: str | None) -> set[int] | None:
             cpus.update(range(int(lo), int(hi or lo) + 1))
     except ValueError:
         raise ValueError(f"CPU list {text!r}: expected e.g. 0, 0-1 or 0,2-3") from None
-    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
-    if not cpus or not cpus <= allowed:
-        raise ValueError(f"CPU list {text!r}: this machine lets us use CPUs {sorted(allowed)}")
+    if not cpus or not cpus <= _USABLE:
+        raise ValueError(f"CPU list {text!r}: this machine lets us use CPUs {sorted(_USABLE)}")
     return cpus
 
 
