@@ -125,6 +125,11 @@ def test_a_server_started_from_an_index_built_in_process(tmp_path, data):
         assert status == 409 and "inserted before" in body["error"]
         assert c.post("/insert", {"id": 5, "vector": x[5].tolist()})[0] == 200
         assert server.stats()["indexed"] == 4001
+    # Stopping saved the vector accepted after the load back into the file.
+    again = IvfIndex.load(path)
+    assert again.ntotal == 4001
+    _, got = again.search(x[5:6], 1, nprobe=50)
+    assert got[0, 0] in (5, ids[5])  # the same vector under both ids
 
 
 def test_bad_input_is_a_4xx_json_error_and_the_server_goes_on(data):

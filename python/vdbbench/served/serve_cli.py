@@ -196,7 +196,14 @@ def cmd_serve(args) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        server.stop()
+        try:
+            server.stop()  # with --index, also saves vectors added since the build or load
+            failed = None
+        except RuntimeError as exc:
+            failed = str(exc)
     stats = server.stats()
+    if failed:
+        print(f"vdbbench serve: {reason}; stopped after {stats['queries']} queries, but: {failed}", file=sys.stderr)
+        return 1
     _say(f"vdbbench serve: {reason}; stopped cleanly after {stats['queries']} queries ({stats['vectors']} vectors held)")
     return 0

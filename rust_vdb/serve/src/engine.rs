@@ -85,6 +85,17 @@ struct Counters {
     widened: AtomicU64,
     rejected: AtomicU64,
     builds: AtomicU64,
+    /// Vectors added to the ready index since it was saved or loaded (`--index`): saved at stop.
+    unsaved: AtomicU64,
+}
+
+/// What `Engine::save_added` did, said in one line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SaveAtStop {
+    Saved(String),
+    /// Inserts were buffered and never built: there is no index to save them in.
+    NotBuilt(String),
+    Failed(String),
 }
 
 pub struct Engine {
@@ -286,8 +297,49 @@ impl Engine {
             for id in &batch.ids {
                 store.ids.remove(id);
             }
+        } else {
+            self.counters.unsaved.fetch_add(n as u64, Ordering::Relaxed);
         }
         result.map(|_| n)
+    }
+
+    /// With `--index FILE`: saves the index again when vectors were added to it since it was
+    /// built or loaded (what `stop` calls, so accepted inserts outlive the server), and says
+    /// what happened; None when there is nothing to save. Inserts still buffered (no build
+    /// yet) have no index to go into, and the message says so.
+    pub fn save_added(&self) -> Option<SaveAtStop> {
+        let path = self.cfg.index.as_ref()?;
+        let buffered = self.store.lock().row_ids.len();
+        let guard = self.index.read();
+        let Some(index) = guard.as_ref() else {
+            return (buffered > 0).then(|| {
+                SaveAtStop::NotBuilt(format!(
+                    "{buffered} inserted vectors were never built (no search or POST /build came): \
+                     not saved to {}",
+                    path.display()
+                ))
+            });
+        };
+        let added = self.counters.unsaved.swap(0, Ordering::Relaxed);
+        if added == 0 {
+            return None;
+        }
+        let t0 = Instant::now();
+        Some(match vdb_core::persist::save(index, path) {
+            Ok(()) => SaveAtStop::Saved(format!(
+                "saved the index with the {added} vectors added since its build or load to {} \
+                 ({:.2} s)",
+                path.display(),
+                t0.elapsed().as_secs_f64()
+            )),
+            Err(e) => {
+                self.counters.unsaved.fetch_add(added, Ordering::Relaxed);
+                SaveAtStop::Failed(format!(
+                    "could not save the {added} vectors added since the build to {}: {e}",
+                    path.display()
+                ))
+            }
+        })
     }
 
     /// Builds the index unless it is ready; concurrent callers wait for the one build.

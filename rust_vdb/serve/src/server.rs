@@ -10,7 +10,7 @@ use tokio::task::JoinHandle;
 use vdb_core::VdbError;
 
 use crate::config::ServeConfig;
-use crate::engine::{Engine, Stats};
+use crate::engine::{Engine, SaveAtStop, Stats};
 use crate::routes::router;
 
 /// How long `stop` lets open requests finish before the runtime is dropped.
@@ -142,6 +142,7 @@ impl ServerHandle {
     /// Stops accepting, lets open requests finish (up to a few seconds), stops a build in
     /// progress, and ends the runtime's threads. Idempotent.
     pub fn stop(&mut self) -> Result<(), String> {
+        let first = self.runtime.is_some();
         self.engine.stop_building();
         let _ = self.shutdown.send(true);
         let mut result = Ok(());
@@ -154,6 +155,20 @@ impl ServerHandle {
         }
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(Duration::from_secs(1));
+        }
+        // no request runs now: what was accepted into the index goes back to its file
+        match first.then(|| self.engine.save_added()).flatten() {
+            Some(SaveAtStop::Saved(said)) if self.engine.config().log => {
+                println!("vdbbench serve: {said}")
+            }
+            Some(SaveAtStop::NotBuilt(said)) => eprintln!("vdbbench serve: {said}"),
+            Some(SaveAtStop::Failed(why)) => {
+                eprintln!("vdbbench serve: {why}");
+                if result.is_ok() {
+                    result = Err(why);
+                }
+            }
+            _ => {}
         }
         self.stopped.set();
         result

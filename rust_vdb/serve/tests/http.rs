@@ -530,3 +530,39 @@ async fn inserts_racing_the_build_all_land_in_the_index() {
         assert_eq!(r["results"][0]["distance"], 0.0, "{r}");
     }
 }
+
+#[tokio::test]
+async fn inserts_after_the_build_are_saved_back_to_the_index_file() {
+    let dir = std::env::temp_dir().join(format!("vdb-serve-resave-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("served.ivf");
+    let _ = std::fs::remove_file(&path);
+    let cfg = ServeConfig {
+        index: Some(path.clone()),
+        ..ServeConfig::default()
+    };
+    let (a, engine) = app(cfg.clone());
+    // buffered, never built: nothing to save, and said so
+    let xs = data(1300, 5);
+    assert_eq!(bulk(&a, &xs[..1200], 0).await.0, StatusCode::OK);
+    assert!(matches!(
+        engine.save_added(),
+        Some(vdb_serve::engine::SaveAtStop::NotBuilt(_))
+    ));
+    assert_eq!(post(&a, "/build", json!({})).await.0, StatusCode::OK);
+    assert_eq!(engine.save_added(), None, "the build saved it; nothing new");
+    assert_eq!(bulk(&a, &xs[1200..], 1200).await.0, StatusCode::OK);
+    assert!(matches!(
+        engine.save_added(),
+        Some(vdb_serve::engine::SaveAtStop::Saved(_))
+    ));
+    assert_eq!(engine.save_added(), None);
+    let (b, reloaded) = app(cfg);
+    assert_eq!(reloaded.stats().indexed, 1300);
+    let q = &xs[1250];
+    assert_eq!(
+        post(&a, "/search", search_body(q, 5)).await,
+        post(&b, "/search", search_body(q, 5)).await
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
