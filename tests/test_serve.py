@@ -130,6 +130,12 @@ def test_a_server_started_from_an_index_built_in_process(tmp_path, data):
     assert again.ntotal == 4001
     _, got = again.search(x[5:6], 1, nprobe=50)
     assert got[0, 0] in (5, ids[5])  # the same vector under both ids
+    # --recall-target on a saved index: measured at the start on the vectors the file holds.
+    with Server.start(port=0, index=str(path), recall_target=0.9) as server:
+        stats = server.stats()
+        assert stats["state"] == "ready" and stats["build"]["tune"]["queries"] == 500
+        assert stats["build"]["tune"]["sample_recall"] >= 0.905
+        assert_served_equals_in_process(Client(server.port), again, stats, queries[:50])
 
 
 def test_bad_input_is_a_4xx_json_error_and_the_server_goes_on(data):

@@ -32,7 +32,8 @@ nprobe = the engine's default, 1.6% of the lists and at least 32 (64 of 4,000 li
 little above the 1.45-1.5% that reached recall@10 0.95 on real SIFT descriptors there; one thread
 per request (--threads 1), so concurrent requests fill the cores. --recall-target R measures
 instead: at the build it searches 500 sampled inserted vectors against their exact 10 nearest and
-takes the smallest nprobe (then larger reorder, then no prefilter) whose recall@10 >= R + 0.005.
+takes the smallest nprobe (then larger reorder, then no prefilter) whose recall@10 >= R + 0.005
+(started from --index FILE: at the start, on the vectors the file holds).
 A search whose probed lists hold fewer than top_k vectors is repeated over every list (counted as
 "widened" in /stats): every answer holds top_k results.
 """
@@ -135,7 +136,7 @@ def _describe(args) -> str:
         return default if v is None else ("off" if v == 0 else str(v))
 
     if args.recall_target is not None:
-        nprobe = f"chosen at the build for recall@10 >= {args.recall_target}"
+        nprobe = f"chosen at the build (or the start from --index) for recall@10 >= {args.recall_target}"
     else:
         nprobe = flag(args.nprobe, "1.6% of nlist, >= 32")
     return (

@@ -146,14 +146,6 @@ impl Engine {
     }
 
     fn start_from(&self, path: &std::path::Path) -> Result<(), VdbError> {
-        if self.cfg.recall_target.is_some() {
-            return vdb_core::invalid!(
-                "--recall-target picks the search settings from the inserted vectors at the \
-                 build, and {} is already built: give --nprobe (and --reorder, --probe-ratio) \
-                 instead, or remove the file to build anew",
-                path.display()
-            );
-        }
         let t0 = Instant::now();
         let index = vdb_core::persist::load(path)?;
         if let Some(dim) = self.cfg.dim.filter(|&d| d != index.dim()) {
@@ -165,7 +157,30 @@ impl Engine {
         }
         settings::check_reorder_flag(&self.cfg.search, index.dim())
             .map_err(|e| VdbError::InvalidInput(e.message))?;
-        let chosen = settings::defaults(&index, &self.cfg.search);
+        let chosen = match self.cfg.recall_target {
+            // measured on the vectors the file holds, as a build measures on the inserted ones
+            Some(target) => {
+                let (vectors, ids) = crate::tune::stored_vectors(&index);
+                let (s, t) = crate::tune::tune(
+                    &index,
+                    &vectors,
+                    &ids,
+                    target,
+                    &self.cfg.search,
+                    self.cfg.seed,
+                    &vdb_core::error::never_interrupt,
+                )?;
+                if self.cfg.log {
+                    println!(
+                        "vdbbench serve: {} (from the index file's vectors)",
+                        t.describe(&s)
+                    );
+                }
+                self.report.lock().tune = Some(t);
+                s
+            }
+            None => settings::defaults(&index, &self.cfg.search),
+        };
         let mut store = self.store.lock();
         store.dim = Some(index.dim());
         store.ids = index.lists().iter().flat_map(|l| l.ids.iter()).collect();

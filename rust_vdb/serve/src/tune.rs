@@ -315,3 +315,21 @@ fn exact_neighbours(
         })
         .collect())
 }
+
+/// The vectors an index keeps at full width, with their ids, list by list: what `tune` samples
+/// and scores against when the server starts from a saved index (f16-stored values are the
+/// inserted ones rounded to f16: exact for SIFT's integers). Every storage keeps them.
+pub fn stored_vectors(index: &IvfIndex) -> (Vec<f32>, Vec<i64>) {
+    let dim = index.dim();
+    let n = index.ntotal();
+    let (mut vectors, mut ids) = (Vec::with_capacity(n * dim), Vec::with_capacity(n));
+    for list in index.lists() {
+        ids.extend(list.ids.iter());
+        if list.vf32.is_empty() {
+            vectors.extend(list.vf16.iter().map(|h| h.to_f32()));
+        } else {
+            vectors.extend_from_slice(&list.vf32);
+        }
+    }
+    (vectors, ids)
+}
