@@ -150,6 +150,11 @@ class CandidateProcess:
         self.loaded = header
         return header
 
+    @property
+    def pid(self) -> int:
+        """The process that searches (what `perf record -p` samples)."""
+        return self.proc.pid
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 

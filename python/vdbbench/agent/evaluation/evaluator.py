@@ -106,6 +106,11 @@ class Evaluator:
         self.load = LoadMonitor()
         self.loaded: dict[str, dict] = {}  # each process's load reply in the last run (train_s, add_s, cache)
 
+    def spawn(self, library: Path, tag: str, deadline: float):
+        """A process of `library` as this evaluator runs one (in-process worker or server), not yet
+        loaded; its pid is recorded with the others the evaluator started."""
+        return self._spawn(library, tag, deadline)
+
     def _spawn(self, library: Path, tag: str, deadline: float) -> CandidateProcess:
         self._n += 1
         proc = CandidateProcess(library, self.card, self.logs / f"{self._n:05d}-{tag}.log", deadline, env=self.env)

@@ -280,6 +280,11 @@ class ServedProcess:
         first, _, passes, _ = self.repeat(queries, 0, 0.0)
         return first, passes[0][1], None
 
+    @property
+    def pid(self) -> int:
+        """The server process (what `perf record -p` samples); started by load()."""
+        return self.server.proc.pid
+
     def alive(self) -> bool:
         return self.server is not None and self.server.alive()
 

@@ -95,6 +95,7 @@ class Profile:
     spread: float | None = None  # standard deviation of ln(QPS) over the repeats: the timing's noise
     load: dict | None = None  # the machine's load while it was timed (machine_load.LoadMonitor.summary)
     loaded: dict | None = None  # the load reply: train_s, add_s, and `cache` when an index file was named
+    cpu_ms_per_query: float | None = None  # a server's own CPU time per query (served cards)
 
 
 def perf_missing(perf: str = "perf") -> str | None:
@@ -106,18 +107,20 @@ def perf_missing(perf: str = "perf") -> str | None:
 
 def run_profile(library: Path, card, base: np.ndarray, queries: np.ndarray, log_dir: Path,
                 search_args: dict | None = None, perf: str | None = "perf", seconds: float = PERF_SECONDS,
-                cache: Path | None = None) -> Profile:
+                cache: Path | None = None, proc=None) -> Profile:
     """Build the index once in a candidate process, time `dev_repeats` repeats of searching
     `queries` (one call per pass; the stats of the last call kept), then, when `perf` is given,
     sample the same process with `perf record` while it searches for `seconds` more. Timing and
     sampling hold the node's timing lock. `cache`: an index file to read the index from or save it
-    to (vdbbench.agent.evaluation.index_cache). WorkerDied when the candidate fails."""
+    to (vdbbench.agent.evaluation.index_cache). `proc`: the process to use instead of a new in-process
+    worker (a served card's server, from its evaluator's `spawn`). WorkerDied when the candidate fails."""
     from vdbbench.agent.evaluation.candidate import CandidateProcess
     from vdbbench.agent.evaluation.machine_load import LoadMonitor
     from vdbbench.agent.evaluation.timing_lock import timing_lock
 
     obj = card.objective
-    proc = CandidateProcess(library, card, log_dir / "profile-candidate.log", time.monotonic() + card.limits.eval_timeout_s)
+    if proc is None:
+        proc = CandidateProcess(library, card, log_dir / "profile-candidate.log", time.monotonic() + card.limits.eval_timeout_s)
     if search_args:
         proc.search_args.update(search_args)
     queries = np.ascontiguousarray(queries)
@@ -143,15 +146,16 @@ def run_profile(library: Path, card, base: np.ndarray, queries: np.ndarray, log_
     n = queries.shape[0] * len(passes)
     qps = n / max(judged, 1e-9)
     spread = float(np.std(np.log(per_repeat), ddof=1)) if len(per_repeat) > 1 else None
+    cpu = 1000.0 * sum(p[0] for p in passes) / max(n, 1)
     return Profile(qps, 1000.0 / qps, queries.shape[0], obj.dev_repeats, n, obj.clock_kind, stats, sampled,
-                   spread=spread, load=monitor.summary(), loaded=dict(proc.loaded))
+                   spread=spread, load=monitor.summary(), loaded=dict(proc.loaded), cpu_ms_per_query=cpu)
 
 
 def _perf_sample(proc, queries: np.ndarray, card, exe: str, seconds: float) -> str:
     """perf record of the loaded candidate `proc` while it searches; the hottest symbols."""
     with tempfile.TemporaryDirectory(prefix="vdbbench-perf-") as tmp:
         data = Path(tmp) / "perf.data"
-        rec = subprocess.Popen([exe, "record", "-F", "999", "-p", str(proc.proc.pid), "-o", str(data)],
+        rec = subprocess.Popen([exe, "record", "-F", "999", "-p", str(proc.pid), "-o", str(data)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
         try:
             time.sleep(0.3)  # attached before the search starts

@@ -467,21 +467,34 @@ def check(s: Session) -> ToolResult:
 def profile(s: Session, nprobe: int | None = None, rerank: int | None = None, perf: bool = True) -> ToolResult:
     """Timed dev searches of the working copy in one process: QPS, every field of the last call's
     last_search_stats(), and perf samples of the same process where the machine has perf."""
-    if s.card.evaluation.served:
-        return ToolResult("profile loads an in-process engine; this task's engine is a server: measure it with `benchmark`",
-                          ok=False)
+    served = s.card.evaluation.served
+    if served and (nprobe is not None or rerank is not None):
+        return ToolResult("this task's engine is a server: its search settings are in your code, not arguments", ok=False)
     ok, text, _ = s.build_current()
     if not ok:
         return ToolResult(f"cannot profile: {text}", ok=False)
     overrides = _overrides(nprobe, rerank)
     queries = s.evaluator.data.dev.queries[s.evaluator.slices("dev")[0]]
-    key, caches = _index_caches(s, False, with_best=False)
+    key, caches = (None, None) if served else _index_caches(s, False, with_best=False)
     try:
+        proc = s.evaluator.spawn(s.current_lib, "profile", time.monotonic() + s.card.limits.eval_timeout_s) if served else None
         p = profiling.run_profile(s.current_lib, s.card, s.evaluator.data.base, queries, s.evaluator.logs,
                                   overrides or None, perf="perf" if perf else None,
-                                  cache=(caches or {}).get("candidate"))
+                                  cache=(caches or {}).get("candidate"), proc=proc)
     except WorkerDied as exc:
         return ToolResult(f"profile failed ({exc.outcome}): {exc.text}", ok=False)
+    if served:
+        ev = s.card.evaluation
+        text = (f"your server on the dev queries, {ev.clients} clients, one query per request: {p.repeats} timed repeats "
+                f"({p.queries_timed:,} queries timed): {fmt_qps(p.qps)} QPS, {p.ms_per_query:.4f} ms/query on the wall clock; "
+                f"the server process's own CPU time {p.cpu_ms_per_query:.4f} ms/query (all its threads: parsing, "
+                f"search, answering)\ntiming conditions: {load_text(p.load)}"
+                + (f"; measured noise: spread of the repeats' QPS {p.spread:.1%}" if p.spread is not None else "")
+                + f"\nloading: {p.loaded.get('add_s', 0):.1f} s inserting the base, {p.loaded.get('train_s', 0):.1f} s of "
+                  f"warm-up (an index built on the first search included)"
+                + (f"\n{p.perf}" if p.perf else "\nperf sampling: not asked for"))
+        s.last_profile = text
+        return ToolResult(text)
     args = (" with " + ", ".join(f"{k}={v}" for k, v in overrides.items())) if overrides else ""
     text = (f"your working copy{args} on the dev queries: {p.repeats} timed repeats of search calls of {p.batch:,} "
             f"queries each ({p.queries_timed:,} queries timed): {fmt_qps(p.qps)} QPS, {p.ms_per_query:.4f} ms/query on "
@@ -563,7 +576,8 @@ TOOLS: dict[str, Tool] = {t.name: t for t in (
                       "description": "train and fill the index again even when no index-shaping file changed"}}),
     Tool("profile", "Where a search of your working copy spends its time: every field of the engine's "
                     "last_search_stats() (stage seconds, a nested `timers` dict of named seconds you may add, counters), "
-                    "and perf samples of the hottest functions where the machine has perf.", profile,
+                    "and perf samples of the hottest functions where the machine has perf. For a server: its QPS "
+                    "through the task's clients, its own CPU time per query, and perf samples of the server process.", profile,
          {**_SEARCH_ARGS, "perf": {"type": "boolean", "default": True, "description": "also sample with perf (a few seconds more)"}}),
     Tool("check", "Before you submit: build, run the tests, and a short paired benchmark against the best; says what "
                   "a submission of the working copy would meet, without spending an iteration.", check),
