@@ -69,6 +69,20 @@ fn refused(got: (StatusCode, Value), status: StatusCode, needle: &str) {
     assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
 }
 
+/// A fresh folder of this test's own, the index file in it (not yet there), and a config that
+/// starts from / saves to that file.
+fn saving_to(tag: &str) -> (std::path::PathBuf, std::path::PathBuf, ServeConfig) {
+    let dir = std::env::temp_dir().join(format!("vdb-serve-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("served.ivf");
+    let _ = std::fs::remove_file(&path);
+    let cfg = ServeConfig {
+        index: Some(path.clone()),
+        ..ServeConfig::default()
+    };
+    (dir, path, cfg)
+}
+
 fn search_body(v: &[f32], k: u64) -> Value {
     json!({"vector": v, "top_k": k})
 }
@@ -323,14 +337,7 @@ async fn concurrent_first_searches_build_once_and_inserts_after_are_found() {
 
 #[tokio::test]
 async fn saved_index_restarts_ready_with_the_same_results() {
-    let dir = std::env::temp_dir().join(format!("vdb-serve-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("served.ivf");
-    let _ = std::fs::remove_file(&path);
-    let cfg = ServeConfig {
-        index: Some(path.clone()),
-        ..ServeConfig::default()
-    };
+    let (dir, path, cfg) = saving_to("test");
     let (a, _) = app(cfg.clone());
     let xs = data(1200, 4);
     assert_eq!(bulk(&a, &xs, 50).await.0, StatusCode::OK);
@@ -546,14 +553,7 @@ async fn inserts_racing_the_build_all_land_in_the_index() {
 
 #[tokio::test]
 async fn inserts_after_the_build_are_saved_back_to_the_index_file() {
-    let dir = std::env::temp_dir().join(format!("vdb-serve-resave-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("served.ivf");
-    let _ = std::fs::remove_file(&path);
-    let cfg = ServeConfig {
-        index: Some(path.clone()),
-        ..ServeConfig::default()
-    };
+    let (dir, path, cfg) = saving_to("resave");
     let (a, engine) = app(cfg.clone());
     // buffered, never built: nothing to save, and said so
     let xs = data(1300, 5);
