@@ -553,7 +553,7 @@ async fn inserts_racing_the_build_all_land_in_the_index() {
 
 #[tokio::test]
 async fn inserts_after_the_build_are_saved_back_to_the_index_file() {
-    let (dir, path, cfg) = saving_to("resave");
+    let (dir, _, cfg) = saving_to("resave");
     let (a, engine) = app(cfg.clone());
     // buffered, never built: nothing to save, and said so
     let xs = data(1300, 5);
